@@ -1,0 +1,44 @@
+# Every target runs inside the uv-managed virtualenv (.venv), created from uv.lock.
+# uv comes from PyPI; on a fresh machine without it, it is installed into .tools/.
+UV ?= $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
+RUN := $(UV) run --frozen
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: setup up test test-fast lint gen gen-check fmt bench
+
+setup: $(UV)      ## install the locked environment into .venv
+	$(UV) sync --frozen
+
+.tools/bin/uv:
+	python3 -m venv .tools
+	.tools/bin/pip install --quiet uv
+
+up: setup         ## daiku's main job on the embedded defaults (local cluster + EC2 emulator)
+	$(RUN) daiku up
+
+test: setup gen-check lint   ## the whole suite, as CI runs it
+	$(RUN) pytest
+
+test-fast: setup  ## pure-core unit tests only
+	$(RUN) pytest tests -m "not e2e" -q
+
+lint:             ## ruff, mypy (strict) and import-linter
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+	$(RUN) mypy
+	$(RUN) lint-imports
+
+fmt:
+	$(RUN) ruff format .
+	$(RUN) ruff check --fix .
+
+gen:              ## regenerate the gRPC contract from protos/
+	$(RUN) python -m grpc_tools.protoc -I protos \
+		--python_out=. --grpc_python_out=. --mypy_out=. --mypy_grpc_out=. \
+		protos/daiku/actuator/v1/actuator.proto
+
+gen-check: gen    ## fail when the committed generated code is stale
+	git diff --exit-code -- daiku/actuator/v1
+
+bench: setup
+	$(RUN) python bench/ice_retry.py
