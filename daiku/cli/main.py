@@ -1,0 +1,25 @@
+"""The `daiku` command: one Typer app; each subcommand lives in its own module.
+
+Subcommand modules register themselves here with one line each, so that adding a command
+never touches another command's module.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="daiku",
+    help="daiku (大工): a just-in-time node autoscaler for Kubernetes on AWS.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main() -> None:
+    """daiku (大工): a just-in-time node autoscaler for Kubernetes on AWS."""
+
+
+# Subcommand registrations (one line each; keep alphabetical):
