@@ -1,0 +1,249 @@
+"""daiku's CRDs accept the shipped examples and refuse what daiku's code would refuse."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .crd_validation import (
+    CRD_DIR,
+    CRD_FILES,
+    _openapi_schema,
+    apply_defaults,
+    cel_rules,
+    compile_cel_rule,
+    load_crd,
+    violations,
+)
+
+# The console script installed beside the interpreter running the tests (a dev dependency).
+KUBERNETES_VALIDATE = str(Path(sys.executable).with_name("kubernetes-validate"))
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+
+
+def _example(name: str) -> dict[str, Any]:
+    example: dict[str, Any] = yaml.safe_load((EXAMPLES_DIR / name).read_text())
+    return example
+
+
+def _nodepool() -> dict[str, Any]:
+    return _example("nodepool-default.yaml")
+
+
+def _nodeclass() -> dict[str, Any]:
+    return _example("ec2nodeclass-default.yaml")
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_examples_are_accepted(path: Path) -> None:
+    """Every example in deploy/examples passes its CRD's schema and CEL rules."""
+    for document in yaml.safe_load_all(path.read_text()):
+        assert violations(document) == []
+
+
+@pytest.mark.parametrize("kind", sorted(CRD_FILES))
+def test_crd_identity(kind: str) -> None:
+    """Each CRD is cluster-scoped, group daiku.dev, one served storage version v1 with status."""
+    crd = load_crd(kind)
+    spec = crd["spec"]
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert (spec["group"], spec["scope"], spec["names"]["kind"]) == ("daiku.dev", "Cluster", kind)
+    assert crd["metadata"]["name"] == f"{spec['names']['plural']}.daiku.dev"
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+@pytest.mark.parametrize("kind", sorted(CRD_FILES))
+def test_every_cel_rule_compiles(kind: str) -> None:
+    """Every x-kubernetes-validations rule is standard CEL that cel-python compiles."""
+    rules = cel_rules(kind)
+    assert rules
+    for rule in rules:
+        compile_cel_rule(rule)
+
+
+def test_printer_columns() -> None:
+    """`kubectl get` shows type/zone/capacity/node/ready/age for NodeClaims, class/nodes/ready/age
+    for NodePools, ready/age for EC2NodeClasses."""
+
+    def columns(kind: str) -> list[str]:
+        (version,) = load_crd(kind)["spec"]["versions"]
+        return [c["name"] for c in version["additionalPrinterColumns"] if "priority" not in c]
+
+    assert columns("NodeClaim") == ["Type", "Capacity", "Zone", "Node", "Ready", "Age"]
+    assert columns("NodePool") == ["NodeClass", "Nodes", "Ready", "Age"]
+    assert columns("EC2NodeClass") == ["Ready", "Age"]
+
+
+def test_nodepool_defaults() -> None:
+    """A minimal NodePool gets Karpenter v1's defaults: consolidate at once when empty or
+    underutilized, a 10% budget, nodes expire after 720h."""
+    minimal = {
+        "apiVersion": "daiku.dev/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "minimal"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "daiku.dev", "kind": "EC2NodeClass", "name": "x"},
+                    "requirements": [],
+                }
+            }
+        },
+    }
+    defaulted = apply_defaults(_openapi_schema("NodePool"), minimal)
+    assert defaulted["spec"]["disruption"] == {
+        "consolidateAfter": "0s",
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "budgets": [{"nodes": "10%"}],
+    }
+    assert defaulted["spec"]["template"]["spec"]["expireAfter"] == "720h"
+    assert violations(minimal) == []
+
+
+def test_ec2nodeclass_metadata_defaults_to_imdsv2() -> None:
+    """An EC2NodeClass without metadataOptions gets IMDSv2-only with a hop limit of 1."""
+    nodeclass = _nodeclass()
+    del nodeclass["spec"]["metadataOptions"]
+    defaulted = apply_defaults(_openapi_schema("EC2NodeClass"), nodeclass)
+    assert defaulted["spec"]["metadataOptions"]["httpTokens"] == "required"
+    assert defaulted["spec"]["metadataOptions"]["httpPutResponseHopLimit"] == 1
+
+
+def _requirement(operator: str, values: list[str], key: str = "example.com/tier") -> Any:
+    return {"key": key, "operator": operator, "values": values}
+
+
+NODEPOOL_BREAKAGES = {
+    "unknown operator": lambda s: s["template"]["spec"]["requirements"].append(
+        _requirement("Like", ["a"])
+    ),
+    "weight 0": lambda s: s.update(weight=0),
+    "weight 101": lambda s: s.update(weight=101),
+    "duration in days": lambda s: s["template"]["spec"].update(expireAfter="30d"),
+    "consolidateAfter junk": lambda s: s["disruption"].update(consolidateAfter="soon"),
+    "unknown policy": lambda s: s["disruption"].update(consolidationPolicy="WhenUnderutilized"),
+    "bad taint effect": lambda s: s["template"]["spec"].update(
+        taints=[{"key": "a", "effect": "NoRun"}]
+    ),
+    "budget nodes 101%": lambda s: s["disruption"]["budgets"].append({"nodes": "101%"}),
+    "budget unknown reason": lambda s: s["disruption"]["budgets"].append(
+        {"nodes": "1", "reasons": ["Expired"]}
+    ),
+    "budget schedule without duration": lambda s: s["disruption"]["budgets"].append(
+        {"nodes": "1", "schedule": "@daily"}
+    ),
+    "minValues 0": lambda s: s["template"]["spec"]["requirements"][0].update(minValues=0),
+    "minValues above values": lambda s: s["template"]["spec"]["requirements"][0].update(
+        minValues=3
+    ),
+    "In without values": lambda s: s["template"]["spec"]["requirements"].append(
+        _requirement("In", [])
+    ),
+    "Gt with a word": lambda s: s["template"]["spec"]["requirements"].append(
+        _requirement("Gt", ["four"])
+    ),
+    "Lte with two values": lambda s: s["template"]["spec"]["requirements"].append(
+        _requirement("Lte", ["1", "2"])
+    ),
+    "Exists with values": lambda s: s["template"]["spec"]["requirements"].append(
+        _requirement("Exists", ["a"])
+    ),
+    "unknown capacity type": lambda s: s["template"]["spec"]["requirements"].append(
+        _requirement("In", ["spot", "preemptible"], key="karpenter.sh/capacity-type")
+    ),
+    "hostname requirement": lambda s: s["template"]["spec"]["requirements"].append(
+        _requirement("In", ["a"], key="kubernetes.io/hostname")
+    ),
+    "daiku nodepool label": lambda s: s["template"]["metadata"]["labels"].update(
+        {"daiku.dev/nodepool": "x"}
+    ),
+    "karpenter nodepool label": lambda s: s["template"]["metadata"]["labels"].update(
+        {"karpenter.sh/nodepool": "x"}
+    ),
+    "kubernetes.io label": lambda s: s["template"]["metadata"]["labels"].update(
+        {"kubernetes.io/role": "x"}
+    ),
+    "limit not a quantity": lambda s: s["limits"].update(cpu="lots"),
+    "unknown field": lambda s: s.update(ttlSecondsAfterEmpty=30),
+    "nodeClassRef to another kind": lambda s: s["template"]["spec"]["nodeClassRef"].update(
+        kind="AWSNodeTemplate"
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(NODEPOOL_BREAKAGES))
+def test_nodepool_rejections(breakage: str) -> None:
+    """The default NodePool, broken in one way, is refused."""
+    nodepool = copy.deepcopy(_nodepool())
+    NODEPOOL_BREAKAGES[breakage](nodepool["spec"])
+    assert violations(nodepool) != []
+
+
+def test_karpenter_v1_nodepool_only_apiversion_changed() -> None:
+    """A Karpenter v1 NodePool (nodeClassRef group karpenter.k8s.aws) passes as daiku.dev/v1."""
+    nodepool = _nodepool()
+    nodepool["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "karpenter.k8s.aws"
+    assert violations(nodepool) == []
+
+
+NODECLASS_BREAKAGES = {
+    "no role nor profile": lambda s: s.pop("role"),
+    "role and profile": lambda s: s.update(instanceProfile="p"),
+    "alias of unknown family": lambda s: s.update(amiSelectorTerms=[{"alias": "ubuntu@latest"}]),
+    "alias with id": lambda s: s.update(
+        amiSelectorTerms=[{"alias": "al2023@latest", "id": "ami-1"}]
+    ),
+    "no amiFamily without alias": lambda s: s.update(amiSelectorTerms=[{"id": "ami-0abc"}]),
+    "empty subnet term": lambda s: s.update(subnetSelectorTerms=[{}]),
+    "no subnet terms": lambda s: s.update(subnetSelectorTerms=[]),
+    "bad subnet id": lambda s: s.update(subnetSelectorTerms=[{"id": "sg-123"}]),
+    "empty tag value": lambda s: s.update(securityGroupSelectorTerms=[{"tags": {"a": ""}}]),
+    "reserved tag": lambda s: s["tags"].update({"daiku.dev/cluster": "other"}),
+    "hop limit 0": lambda s: s["metadataOptions"].update(httpPutResponseHopLimit=0),
+    "IMDS tokens maybe": lambda s: s["metadataOptions"].update(httpTokens="maybe"),
+    "two root volumes": lambda s: s["blockDeviceMappings"].append(
+        {"deviceName": "/dev/xvdb", "rootVolume": True, "ebs": {"volumeSize": "10Gi"}}
+    ),
+    "volume in MB": lambda s: s["blockDeviceMappings"][0]["ebs"].update(volumeSize="500M"),
+    "unknown eviction signal": lambda s: s["kubelet"]["evictionHard"].update(
+        {"cpu.available": "1"}
+    ),
+    "soft eviction without grace": lambda s: s["kubelet"].update(
+        evictionSoft={"memory.available": "500Mi"}
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(NODECLASS_BREAKAGES))
+def test_ec2nodeclass_rejections(breakage: str) -> None:
+    """The default EC2NodeClass, broken in one way, is refused."""
+    nodeclass = copy.deepcopy(_nodeclass())
+    NODECLASS_BREAKAGES[breakage](nodeclass["spec"])
+    assert violations(nodeclass) != []
+
+
+def test_nodeclaim_rejects_bad_condition_status() -> None:
+    """A NodeClaim condition status other than True/False/Unknown is refused."""
+    nodeclaim = _example("nodeclaim.yaml")
+    nodeclaim["status"]["conditions"][0]["status"] = "Yes"
+    assert violations(nodeclaim) != []
+
+
+@pytest.mark.parametrize("name", sorted(CRD_FILES.values()))
+def test_crds_pass_kubernetes_validate(name: str) -> None:
+    """Each CRD document is a valid apiextensions.k8s.io/v1 CustomResourceDefinition."""
+    result = subprocess.run(
+        [KUBERNETES_VALIDATE, "--strict", "--quiet", "-k", "1.32.0", str(CRD_DIR / name)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
