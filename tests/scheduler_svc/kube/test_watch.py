@@ -1,0 +1,337 @@
+"""The list-then-watch loop against a scriptable API endpoint over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio import client
+
+from scheduler_svc.kube.client import api_client_from_kubeconfig
+from scheduler_svc.kube.resources import PODS
+from scheduler_svc.kube.watch import (
+    Backoff,
+    ObjectEvent,
+    ResourceWatch,
+    Synced,
+    WatchEvent,
+    WatchSettings,
+)
+from tests.scheduler_svc.kube.apiserver_double import ApiServerDouble
+from tests.scheduler_svc.kube.polling import until
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+
+    def __call__(self, event: WatchEvent) -> None:
+        self.events.append(event)
+
+    def names(self, event_type: str) -> list[str]:
+        return [
+            e.object["metadata"]["name"]
+            for e in self.events
+            if isinstance(e, ObjectEvent) and e.type == event_type
+        ]
+
+    def synced(self) -> list[Synced]:
+        return [e for e in self.events if isinstance(e, Synced)]
+
+
+class FakeSleep:
+    """Records requested delays and returns at once, so backoff costs no wall time."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ApiServerDouble]:
+    async with ApiServerDouble(path="/api/v1/pods", kind="Pod") as double:
+        yield double
+
+
+@pytest.fixture
+async def api(server: ApiServerDouble, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(server.kubeconfig()))
+    api_client = await api_client_from_kubeconfig(kubeconfig)
+    async with api_client:
+        yield api_client
+
+
+class Running:
+    """A ResourceWatch running in a task for the duration of a test."""
+
+    def __init__(self, watch: ResourceWatch) -> None:
+        self.watch = watch
+        self.task: asyncio.Task[Any] | None = None
+
+    async def __aenter__(self) -> ResourceWatch:
+        self.task = asyncio.create_task(self.watch.run())
+        return self.watch
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.task is not None
+        self.task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await self.task
+
+
+def make_watch(
+    api: client.ApiClient,
+    recorder: Recorder,
+    sleep: FakeSleep | None = None,
+    settings: WatchSettings | None = None,
+) -> ResourceWatch:
+    return ResourceWatch(
+        api,
+        PODS,
+        recorder,
+        settings=settings or WatchSettings(jitter_ratio=0.0),
+        sleep=sleep or FakeSleep(),
+        rng=lambda: 0.5,
+    )
+
+
+async def test_list_then_watch_delivers_existing_objects_then_every_change(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """The consumer gets a Synced snapshot of the existing objects, then each change in order."""
+    server.create("a")
+    server.create("b")
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder)) as watch:
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.create("c")
+        server.update("a", image="v2")
+        server.delete("b")
+        await until(lambda: len(recorder.events) == 4)
+        assert watch.resource_version == str(server.resource_version)
+
+    first = recorder.events[0]
+    assert isinstance(first, Synced)
+    assert [o["metadata"]["name"] for o in first.objects] == ["a", "b"]
+    assert all(o["kind"] == "Pod" and o["apiVersion"] == "v1" for o in first.objects)
+    assert [(e.type, e.object["metadata"]["name"]) for e in recorder.events[1:]] == [  # type: ignore[union-attr]
+        ("ADDED", "c"),
+        ("MODIFIED", "a"),
+        ("DELETED", "b"),
+    ]
+    watch_request = server.watch_requests()[0]
+    assert watch_request["resourceVersion"] == first.resource_version
+    assert watch_request["allowWatchBookmarks"] == "true"
+
+
+async def test_a_cut_stream_resumes_from_the_last_resource_version_and_misses_nothing(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """After the connection is cut, the watch resumes from its last resourceVersion: changes
+    made during the gap arrive once, without a relist."""
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder)) as watch:
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.create("before-cut")
+        await until(lambda: recorder.names("ADDED") == ["before-cut"])
+        version_at_cut = watch.resource_version
+        server.cut_streams()
+        server.create("during-gap")  # recorded while no watcher may be connected
+        server.delete("before-cut")
+        await until(lambda: len(server.watch_requests()) == 2)
+        await until(lambda: recorder.names("DELETED") == ["before-cut"])
+        assert watch.lists_completed == 1
+
+    assert server.watch_requests()[1]["resourceVersion"] == version_at_cut
+    assert recorder.names("ADDED") == ["before-cut", "during-gap"]
+    assert len(server.list_requests()) == 1
+
+
+async def test_a_stream_ended_by_the_server_is_rewatched_at_once(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """A watch the server ends cleanly (its timeoutSeconds) is reopened from the last
+    resourceVersion without backing off."""
+    sleep = FakeSleep()
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder, sleep)):
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.create("x")
+        await until(lambda: recorder.names("ADDED") == ["x"])
+        server.end_streams()
+        await until(lambda: len(server.watch_requests()) == 2)
+
+    assert server.watch_requests()[1]["resourceVersion"] == str(server.resource_version)
+    assert sleep.delays == []
+
+
+async def test_bookmarks_advance_the_resource_version_without_delivering_an_event(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """A BOOKMARK moves the resourceVersion forward, delivers nothing, and the next watch starts
+    from it."""
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder)) as watch:
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.bookmark()
+        await until(lambda: watch.resource_version == str(server.resource_version))
+        bookmark_version = watch.resource_version
+        server.cut_streams()
+        await until(lambda: len(server.watch_requests()) == 2)
+
+    assert [type(e) for e in recorder.events] == [Synced]
+    assert server.watch_requests()[1]["resourceVersion"] == bookmark_version
+
+
+@pytest.mark.parametrize("gone_as_error_event", [False, True])
+async def test_gone_relists_and_the_snapshot_drops_objects_deleted_during_the_gap(
+    server: ApiServerDouble, api: client.ApiClient, gone_as_error_event: bool
+) -> None:
+    """On 410 Gone (HTTP status or ERROR event) the watch relists and delivers a Synced
+    snapshot without the objects deleted while it could not watch."""
+    server.gone_as_error_event = gone_as_error_event
+    server.create("stays")
+    server.create("deleted-in-gap")
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder)) as watch:
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.cut_streams()
+        server.delete("deleted-in-gap")
+        server.create("created-in-gap")
+        server.compact()  # the history of the gap is gone
+        await until(lambda: len(recorder.synced()) == 2)
+        assert watch.lists_completed == 2
+
+    second = recorder.synced()[1]
+    assert sorted(o["metadata"]["name"] for o in second.objects) == ["created-in-gap", "stays"]
+    assert second.resource_version == str(server.resource_version)
+
+
+async def test_too_many_requests_waits_what_retry_after_says(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """A 429 answer makes the watch wait exactly its Retry-After seconds before trying again."""
+    server.fail_next(429, {"Retry-After": "7"}, reason="TooManyRequests")
+    sleep = FakeSleep()
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder, sleep)):
+        await until(lambda: len(recorder.synced()) == 1)
+
+    assert sleep.delays == [7.0]
+    assert len(server.list_requests()) == 2
+
+
+async def test_failures_back_off_one_one_two_three_five_then_reset_after_success(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """Consecutive server errors back off 1, 1, 2, 3, 5 s; after a success the next failure
+    waits 1 s again."""
+    for _ in range(5):
+        server.fail_next(500)
+    sleep = FakeSleep()
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder, sleep)):
+        await until(lambda: len(recorder.synced()) == 1)
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.fail_next(503)
+        server.cut_streams()
+        # The rewatch fails once with 503, then succeeds.
+        await until(lambda: len(server.watch_requests()) >= 3)
+
+    assert sleep.delays == [1.0, 1.0, 2.0, 3.0, 5.0, 1.0]
+
+
+def test_backoff_is_fibonacci_capped_and_jittered_within_its_ratio() -> None:
+    """Backoff delays follow 1, 1, 2, 3, 5, 8 … up to the cap, each within ±jitter of the base."""
+    exact = Backoff(max_seconds=10, jitter_ratio=0.0)
+    assert [exact.next_delay_seconds() for _ in range(8)] == [1, 1, 2, 3, 5, 8, 10, 10]
+    low = Backoff(max_seconds=10, jitter_ratio=0.2, rng=lambda: 0.0)
+    high = Backoff(max_seconds=10, jitter_ratio=0.2, rng=lambda: 1.0)
+    assert [round(low.next_delay_seconds(), 6) for _ in range(3)] == [0.8, 0.8, 1.6]
+    assert [round(high.next_delay_seconds(), 6) for _ in range(3)] == [1.2, 1.2, 2.4]
+
+
+async def test_bad_lines_and_a_failing_handler_skip_one_event_and_keep_watching(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """An undecodable line, an event without resourceVersion and a handler exception each
+    lose only that event; later events still arrive."""
+    received: list[str] = []
+
+    def handler(event: WatchEvent) -> None:
+        if isinstance(event, ObjectEvent):
+            name = event.object["metadata"]["name"]
+            if name == "poison":
+                raise ValueError("handler cannot use this object")
+            received.append(name)
+
+    watch = ResourceWatch(api, PODS, handler, sleep=FakeSleep())
+    async with Running(watch):
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.send_raw(b"{not json\n")
+        server.send_raw({"type": "ADDED", "object": {"metadata": {"name": "no-rv"}}})
+        server.send_raw({"type": "SURPRISE", "object": {"metadata": {"resourceVersion": "1"}}})
+        server.create("poison")
+        server.create("fine")
+        await until(lambda: received == ["fine"])
+
+    assert len(server.watch_requests()) == 1
+
+
+async def test_a_silent_stream_is_abandoned_after_the_inactivity_timeout(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """A watch that receives nothing for the inactivity timeout is reopened from the same
+    resourceVersion, without relisting."""
+    recorder = Recorder()
+    settings = WatchSettings(inactivity_timeout_seconds=0.2, jitter_ratio=0.0)
+    async with Running(make_watch(api, recorder, settings=settings)) as watch:
+        await until(lambda: len(server.watch_requests()) >= 2)
+        assert watch.lists_completed == 1
+
+    first, second = server.watch_requests()[:2]
+    assert first["resourceVersion"] == second["resourceVersion"]
+
+
+async def test_a_paginated_list_collects_every_page_and_restarts_when_its_token_expires(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """A list split into pages yields one Synced with every object; an expired continue token
+    restarts the list from the first page."""
+    for index in range(5):
+        server.create(f"pod-{index}")
+    server.expire_continue_tokens = 1
+    recorder = Recorder()
+    settings = WatchSettings(list_page_size=2, jitter_ratio=0.0)
+    async with Running(make_watch(api, recorder, settings=settings)):
+        await until(lambda: len(recorder.synced()) == 1)
+
+    names = [o["metadata"]["name"] for o in recorder.synced()[0].objects]
+    assert names == [f"pod-{i}" for i in range(5)]
+    # First attempt: page 1, page 2 (expired); second attempt: three pages.
+    assert len(server.list_requests()) == 5
+
+
+async def test_an_object_larger_than_a_stream_buffer_line_is_delivered(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """An event line of several hundred KiB (beyond aiohttp's readline limit) is delivered whole."""
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder)):
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.create("big", blob="x" * 400_000)
+        await until(lambda: recorder.names("ADDED") == ["big"])
+
+    event = recorder.events[-1]
+    assert isinstance(event, ObjectEvent)
+    assert len(event.object["spec"]["blob"]) == 400_000
+    assert len(json.dumps(event.object)) > 400_000
