@@ -1,0 +1,524 @@
+"""The emulator's WSGI app: moto's server behind a middleware that adds the realism daiku needs.
+
+Requests are routed as follows:
+- `/_localcloud/...`: the admin API (capacity pools, faults, interruptions, recorded calls);
+- EC2 query requests: an injected fault answers first; instant `CreateFleet` and
+  `DescribeSpotPriceHistory` are answered here; everything else goes to moto;
+- `AWSPriceListService.GetProducts` (Pricing, JSON protocol) is answered here;
+- anything else (SQS, ...) goes to moto unchanged.
+
+moto's backends are not thread-safe and werkzeug serves each request on its own thread, so EC2
+requests are serialized by one lock. SQS requests are not: a long-polling ReceiveMessage would
+otherwise stall every EC2 call behind it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl
+from xml.sax.saxutils import escape
+
+import structlog
+from werkzeug.datastructures import Headers, MultiDict
+from werkzeug.wrappers import Request, Response
+
+from localcloud.ec2.capacity import CapacityPools, FaultInjector, InjectedFault, PoolKey
+from localcloud.ec2.fleet import FleetContext, FleetOutcome, FleetRequestError, run_instant_fleet
+from localcloud.ec2.pricing import get_products
+from localcloud.ec2.spot_prices import spot_price
+
+log = structlog.get_logger(__name__)
+
+ADMIN_PREFIX = "/_localcloud/"
+EC2_API_VERSION = "2016-11-15"
+DEFAULT_ACCOUNT_ID = "123456789012"
+SPOT_PRODUCT_DESCRIPTION = "Linux/UNIX"
+SPOT_PRICE_PAGE_SIZE = 1000
+_CREDENTIAL_SCOPE = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+@dataclass(frozen=True)
+class CreateFleetCall:
+    """One CreateFleet request as the emulator saw it (the benchmark reads these)."""
+
+    received_monotonic_seconds: float
+    responded_monotonic_seconds: float
+    client_token: str | None
+    capacity_type: str | None
+    overrides: tuple[PoolKey, ...]
+    instance_ids: tuple[str, ...]
+    launched_pool: PoolKey | None
+    errors: tuple[tuple[PoolKey, str], ...]
+    request_error: str | None = None
+    idempotent_replay: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "received_monotonic_seconds": self.received_monotonic_seconds,
+            "responded_monotonic_seconds": self.responded_monotonic_seconds,
+            "client_token": self.client_token,
+            "capacity_type": self.capacity_type,
+            "overrides": [pool.to_json() for pool in self.overrides],
+            "instance_ids": list(self.instance_ids),
+            "launched_pool": self.launched_pool.to_json() if self.launched_pool else None,
+            "errors": [{**pool.to_json(), "error_code": code} for pool, code in self.errors],
+            "request_error": self.request_error,
+            "idempotent_replay": self.idempotent_replay,
+        }
+
+
+@dataclass
+class EmulatorState:
+    """Everything the middleware and the emulator's controls share."""
+
+    region: str
+    cluster_name: str
+    context: FleetContext
+    pools: CapacityPools = field(default_factory=CapacityPools)
+    faults: FaultInjector = field(default_factory=FaultInjector)
+    ec2_lock: threading.RLock = field(default_factory=threading.RLock)
+    endpoint_url: str = ""
+    interruption_queue_url: str = ""
+    send_event: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    _calls_lock: threading.Lock = field(default_factory=threading.Lock)
+    _calls: list[CreateFleetCall] = field(default_factory=list)
+    # (account, region, client token) -> (request fingerprint, response body)
+    _fleets_by_token: dict[tuple[str, str, str], tuple[str, bytes]] = field(default_factory=dict)
+
+    def record(self, call: CreateFleetCall) -> None:
+        with self._calls_lock:
+            self._calls.append(call)
+
+    def create_fleet_calls(self) -> list[CreateFleetCall]:
+        with self._calls_lock:
+            return list(self._calls)
+
+    def clear_create_fleet_calls(self) -> None:
+        with self._calls_lock:
+            self._calls.clear()
+
+
+def ec2_error_response(code: str, message: str, status: int) -> Response:
+    """An error in EC2's XML shape, which botocore maps to ClientError(code)."""
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{escape(code)}</Code>"
+        f"<Message>{escape(message)}</Message></Error></Errors>"
+        f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
+    )
+    return Response(body, status=status, content_type="text/xml")
+
+
+def _json_response(payload: Any, status: int = 200) -> Response:
+    return Response(json.dumps(payload), status=status, content_type="application/json")
+
+
+def _account_and_region(request: Request, default_region: str) -> tuple[str, str]:
+    if "MOTO_ACCOUNT_ID" in os.environ:
+        account = os.environ["MOTO_ACCOUNT_ID"]
+    elif "x-moto-account-id" in request.headers:
+        account = request.headers["x-moto-account-id"]
+    else:
+        account = DEFAULT_ACCOUNT_ID
+    region = default_region
+    match = _CREDENTIAL_SCOPE.search(request.headers.get("Authorization", ""))
+    if match:
+        region = match.group(2)
+        if "MOTO_ACCOUNT_ID" not in os.environ and "x-moto-account-id" not in request.headers:
+            from moto.iam.models import get_account_id_from
+
+            account = str(get_account_id_from(match.group(1)))
+    return account, region
+
+
+def _ec2_backend(account: str, region: str) -> Any:
+    from moto.ec2.models import ec2_backends
+
+    return ec2_backends[account][region]
+
+
+def _parse_ec2(action: str, form: MultiDict[str, str]) -> dict[str, Any]:
+    from moto.core.parse import EC2QueryParser
+    from moto.core.utils import get_service_model
+
+    operation = get_service_model("ec2").operation_model(action)
+    parsed: dict[str, Any] = EC2QueryParser(operation).parse(
+        {
+            "method": "POST",
+            "values": form,
+            "headers": Headers(),
+            "body": b"",
+            "url_path": "/",
+            "url_params": {},
+        }
+    )
+    return parsed
+
+
+def _serialize_ec2(action: str, result: Mapping[str, Any]) -> bytes:
+    from moto.core.serialize import EC2Serializer, SerializationContext
+    from moto.core.utils import get_service_model
+
+    operation = get_service_model("ec2").operation_model(action)
+    context = SerializationContext(request_id=str(uuid.uuid4()))
+    serialized = EC2Serializer(operation, context=context).serialize(result)
+    body = serialized["body"]
+    return body.encode() if isinstance(body, str) else bytes(body)
+
+
+class Ec2EmulatorApp:
+    """WSGI middleware in front of moto's server app."""
+
+    def __init__(self, moto_app: WsgiApp, state: EmulatorState) -> None:
+        self._moto_app = moto_app
+        self._state = state
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        received = time.monotonic()
+        request = Request(environ)
+        if request.path.startswith(ADMIN_PREFIX):
+            return self._admin(request)(environ, start_response)
+        body = request.get_data()
+        # moto reads the body again from the stream.
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        response = self._emulated(request, body, received)
+        if response is not None:
+            return response(environ, start_response)
+        if self._ec2_form(request, body) is None:
+            return self._moto_app(environ, start_response)
+        with self._state.ec2_lock:
+            # moto builds the whole body inside the call, so the lock covers the backend work.
+            return list(self._moto_app(environ, start_response))
+
+    def _emulated(self, request: Request, body: bytes, received: float) -> Response | None:
+        """The emulator's own answer to this request, or None to let moto answer."""
+        target = request.headers.get("X-Amz-Target", "")
+        if target.startswith("AWSPriceListService."):
+            return self._pricing(target.split(".", 1)[1], body)
+        form = self._ec2_form(request, body)
+        if form is None:
+            return None
+        action = form.get("Action", "")
+        fault = self._state.faults.take(action)
+        if fault is not None:
+            return self._fault(action, fault, form, received)
+        if action == "CreateFleet" and form.get("Type") == "instant":
+            return self._create_fleet(request, form, received)
+        if action == "DescribeSpotPriceHistory":
+            return self._spot_price_history(request, form)
+        return None
+
+    @staticmethod
+    def _ec2_form(request: Request, body: bytes) -> MultiDict[str, str] | None:
+        content_type = request.headers.get("Content-Type", "")
+        authorization = request.headers.get("Authorization", "")
+        if "x-www-form-urlencoded" not in content_type and request.method != "GET":
+            return None
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True) if body else []
+        pairs += list(request.args.items(multi=True))
+        form: MultiDict[str, str] = MultiDict(pairs)
+        match = _CREDENTIAL_SCOPE.search(authorization)
+        is_ec2 = (match is not None and match.group(3) == "ec2") or (
+            match is None and form.get("Version") == EC2_API_VERSION
+        )
+        return form if is_ec2 and form.get("Action") else None
+
+    def _fault(
+        self, action: str, fault: InjectedFault, form: MultiDict[str, str], received: float
+    ) -> Response:
+        log.info("fault_injected", action=action, error_code=fault.error_code)
+        if action == "CreateFleet":
+            self._state.record(
+                CreateFleetCall(
+                    received_monotonic_seconds=received,
+                    responded_monotonic_seconds=time.monotonic(),
+                    client_token=form.get("ClientToken"),
+                    capacity_type=None,
+                    overrides=(),
+                    instance_ids=(),
+                    launched_pool=None,
+                    errors=(),
+                    request_error=fault.error_code,
+                )
+            )
+        return ec2_error_response(fault.error_code, fault.message, fault.http_status)
+
+    def _create_fleet(
+        self, request: Request, form: MultiDict[str, str], received: float
+    ) -> Response:
+        state = self._state
+        account, region = _account_and_region(request, state.region)
+        params = _parse_ec2("CreateFleet", form)
+        token = params.get("ClientToken")
+        fingerprint = hashlib.sha256(
+            json.dumps(
+                {k: v for k, v in params.items() if k != "ClientToken"}, sort_keys=True, default=str
+            ).encode()
+        ).hexdigest()
+        with state.ec2_lock:
+            if token:
+                cached = state._fleets_by_token.get((account, region, token))
+                if cached is not None:
+                    return self._replay(cached, fingerprint, token, received)
+            from moto.ec2.utils import random_fleet_id
+
+            fleet_id = random_fleet_id()
+            context = state.context
+            if region != state.region:
+                context = fleet_context_for_region(region)
+            try:
+                outcome = run_instant_fleet(
+                    params,
+                    backend=_ec2_backend(account, region),
+                    pools=state.pools,
+                    context=context,
+                    fleet_id=fleet_id,
+                    launch_tags={"instance": {"aws:ec2:fleet-id": fleet_id}},
+                )
+            except FleetRequestError as error:
+                self._record_failure(token, received, error.code)
+                return ec2_error_response(error.code, error.message, 400)
+            except Exception as error:  # moto's own validation errors carry an AWS code
+                code = str(getattr(error, "code", "InternalError"))
+                self._record_failure(token, received, code)
+                log.warning("create_fleet_failed", error_code=code, error=str(error))
+                return ec2_error_response(code, str(getattr(error, "message", error)), 400)
+            body = _serialize_ec2("CreateFleet", outcome.to_response())
+            if token:
+                state._fleets_by_token[(account, region, token)] = (fingerprint, body)
+        self._record_outcome(outcome, token, received)
+        return Response(body, status=200, content_type="text/xml")
+
+    def _replay(
+        self, cached: tuple[str, bytes], fingerprint: str, token: str, received: float
+    ) -> Response:
+        cached_fingerprint, body = cached
+        if cached_fingerprint != fingerprint:
+            self._record_failure(token, received, "IdempotentParameterMismatch")
+            return ec2_error_response(
+                "IdempotentParameterMismatch",
+                f"The client token {token} was already used with different parameters.",
+                400,
+            )
+        self._state.record(
+            CreateFleetCall(
+                received_monotonic_seconds=received,
+                responded_monotonic_seconds=time.monotonic(),
+                client_token=token,
+                capacity_type=None,
+                overrides=(),
+                instance_ids=(),
+                launched_pool=None,
+                errors=(),
+                idempotent_replay=True,
+            )
+        )
+        return Response(body, status=200, content_type="text/xml")
+
+    def _record_failure(self, token: str | None, received: float, code: str) -> None:
+        self._state.record(
+            CreateFleetCall(
+                received_monotonic_seconds=received,
+                responded_monotonic_seconds=time.monotonic(),
+                client_token=token,
+                capacity_type=None,
+                overrides=(),
+                instance_ids=(),
+                launched_pool=None,
+                errors=(),
+                request_error=code,
+            )
+        )
+
+    def _record_outcome(self, outcome: FleetOutcome, token: str | None, received: float) -> None:
+        capacity_type = outcome.capacity_type
+        launch = outcome.launch
+        self._state.record(
+            CreateFleetCall(
+                received_monotonic_seconds=received,
+                responded_monotonic_seconds=time.monotonic(),
+                client_token=token,
+                capacity_type=capacity_type,
+                overrides=tuple(c.pool(capacity_type) for c in outcome.candidates),
+                instance_ids=launch.instance_ids if launch else (),
+                launched_pool=launch.candidate.pool(capacity_type) if launch else None,
+                errors=tuple(
+                    (e.candidate.pool(capacity_type), e.error_code) for e in outcome.errors
+                ),
+            )
+        )
+        log.info(
+            "create_fleet",
+            fleet_id=outcome.fleet_id,
+            capacity_type=capacity_type,
+            launched=launch.candidate.pool(capacity_type).to_json() if launch else None,
+            error_count=len(outcome.errors),
+        )
+
+    def _spot_price_history(self, request: Request, form: MultiDict[str, str]) -> Response:
+        _, region = _account_and_region(request, self._state.region)
+        params = _parse_ec2("DescribeSpotPriceHistory", form)
+        context = (
+            self._state.context
+            if region == self._state.region
+            else fleet_context_for_region(region)
+        )
+        wanted_types = set(params.get("InstanceTypes") or [])
+        wanted_zones: set[str] = set()
+        if params.get("AvailabilityZone"):
+            wanted_zones.add(str(params["AvailabilityZone"]))
+        for filter_ in params.get("Filters") or []:
+            values = set(filter_.get("Values") or [])
+            if filter_.get("Name") == "instance-type":
+                wanted_types |= values
+            elif filter_.get("Name") == "availability-zone":
+                wanted_zones |= values
+        now = datetime.now(UTC)
+        history = [
+            {
+                "AvailabilityZone": zone,
+                "InstanceType": instance_type,
+                "ProductDescription": SPOT_PRODUCT_DESCRIPTION,
+                "SpotPrice": f"{spot_price(instance_type, zone, on_demand):.6f}",
+                "Timestamp": now,
+            }
+            for instance_type, zones in context.instance_type_zones.items()
+            if (not wanted_types or instance_type in wanted_types)
+            and (on_demand := context.on_demand_prices.get(instance_type)) is not None
+            for zone in zones
+            if not wanted_zones or zone in wanted_zones
+        ]
+        page_size = int(params.get("MaxResults") or SPOT_PRICE_PAGE_SIZE)
+        start = int(params.get("NextToken") or 0)
+        result: dict[str, Any] = {"SpotPriceHistory": history[start : start + page_size]}
+        if start + page_size < len(history):
+            result["NextToken"] = str(start + page_size)
+        return Response(
+            _serialize_ec2("DescribeSpotPriceHistory", result), status=200, content_type="text/xml"
+        )
+
+    def _pricing(self, operation: str, body: bytes) -> Response:
+        if operation != "GetProducts":
+            return _json_response(
+                {"__type": "InvalidParameterException", "Message": f"{operation} is not emulated"},
+                400,
+            )
+        try:
+            payload = json.loads(body or b"{}")
+            result = get_products(payload)
+        except (ValueError, KeyError) as error:
+            return _json_response(
+                {"__type": "InvalidParameterException", "Message": str(error)}, 400
+            )
+        return Response(json.dumps(result), status=200, content_type="application/x-amz-json-1.1")
+
+    def _admin(self, request: Request) -> Response:
+        path = request.path[len(ADMIN_PREFIX) :].strip("/")
+        try:
+            return self._admin_route(path, request)
+        except (ValueError, KeyError, TypeError) as error:
+            return _json_response({"error": f"{type(error).__name__}: {error}"}, 400)
+
+    def _admin_route(self, path: str, request: Request) -> Response:
+        routes: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
+            ("GET", "health"): self._admin_health,
+            ("POST", "capacity"): self._admin_set_capacity,
+            ("GET", "capacity"): self._admin_capacity,
+            ("DELETE", "capacity"): lambda _: self._state.pools.reset(),
+            ("POST", "faults"): self._admin_inject_fault,
+            ("GET", "faults"): self._admin_faults,
+            ("DELETE", "faults"): lambda _: self._state.faults.reset(),
+            ("POST", "interrupt"): self._admin_interrupt,
+            ("GET", "create-fleet-calls"): lambda _: [
+                call.to_json() for call in self._state.create_fleet_calls()
+            ],
+            ("DELETE", "create-fleet-calls"): lambda _: self._state.clear_create_fleet_calls(),
+        }
+        handler = routes.get((request.method, path))
+        if handler is None:
+            return _json_response(
+                {"error": f"no admin route {request.method} {ADMIN_PREFIX}{path}"}, 404
+            )
+        payload = request.get_json(silent=True) if request.method == "POST" else None
+        if request.method == "POST" and not isinstance(payload, dict):
+            raise ValueError(f"POST {ADMIN_PREFIX}{path} needs a JSON object body")
+        result = handler(payload or {})
+        return _json_response({"ok": True} if result is None else result)
+
+    def _admin_health(self, _: dict[str, Any]) -> dict[str, Any]:
+        state = self._state
+        return {
+            "ready": True,
+            "endpoint_url": state.endpoint_url,
+            "region": state.region,
+            "cluster_name": state.cluster_name,
+            "interruption_queue_url": state.interruption_queue_url,
+        }
+
+    def _admin_set_capacity(self, payload: dict[str, Any]) -> None:
+        pool = PoolKey(
+            str(payload["instance_type"]), str(payload["zone"]), str(payload["capacity_type"])
+        )
+        self._state.pools.set(
+            pool,
+            available=bool(payload["available"]),
+            error_code=str(payload.get("error_code") or "InsufficientInstanceCapacity"),
+        )
+
+    def _admin_capacity(self, _: dict[str, Any]) -> dict[str, Any]:
+        unavailable = self._state.pools.unavailable().items()
+        return {
+            "unavailable": [{**pool.to_json(), "error_code": code} for pool, code in unavailable]
+        }
+
+    def _admin_inject_fault(self, payload: dict[str, Any]) -> None:
+        self._state.faults.inject(
+            action=str(payload["action"]),
+            error_code=str(payload["error_code"]),
+            count=int(payload.get("count", 1)),
+            http_status=int(payload["http_status"]) if "http_status" in payload else None,
+            message=payload.get("message"),
+        )
+
+    def _admin_faults(self, _: dict[str, Any]) -> dict[str, Any]:
+        pending = self._state.faults.pending()
+        return {
+            "pending": [
+                {"action": f.action, "error_code": f.error_code, "remaining": n} for f, n in pending
+            ]
+        }
+
+    def _admin_interrupt(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if self._state.send_event is None:
+            raise ValueError("the emulator cannot send events before it has started")
+        return self._state.send_event(payload)
+
+
+def fleet_context_for_region(region: str) -> FleetContext:
+    from localcloud.ec2.instance_types import instance_type_zones, on_demand_prices
+
+    try:
+        prices = on_demand_prices(region)
+    except ValueError:
+        prices = {}
+    try:
+        zones = instance_type_zones(region)
+    except ValueError:
+        zones = {}
+    return FleetContext(region=region, on_demand_prices=prices, instance_type_zones=zones)

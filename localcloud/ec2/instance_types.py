@@ -1,0 +1,61 @@
+"""Instance type facts the emulator (and the offline catalog) read from bundled data.
+
+moto ships AWS's DescribeInstanceTypes output and the per-zone instance type offerings of every
+region; the on-demand prices come from the project's shared price list, which the actuator owns
+(`actuator_svc/data/ec2-on-demand-prices.json`). All three are read once and cached: they are
+immutable package data.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+from importlib import resources
+from typing import Any, cast
+
+_MOTO_EC2_RESOURCES = ("moto", "ec2/resources")
+
+
+def _read_moto_json_gz(relative_path: str) -> Any:
+    package, base = _MOTO_EC2_RESOURCES
+    resource = resources.files(package).joinpath(f"{base}/{relative_path}")
+    with resource.open("rb") as raw, gzip.open(raw) as unzipped:
+        return json.load(unzipped)
+
+
+@functools.cache
+def describe_instance_types() -> dict[str, dict[str, Any]]:
+    """Every instance type moto knows, by name, each shaped like a DescribeInstanceTypes item."""
+    return cast("dict[str, dict[str, Any]]", _read_moto_json_gz("instance_types.json.gz"))
+
+
+@functools.cache
+def instance_type_zones(region: str) -> dict[str, list[str]]:
+    """Instance type name -> sorted availability zones of `region` that offer it."""
+    try:
+        offerings = _read_moto_json_gz(
+            f"instance_type_offerings/availability-zone/{region}.json.gz"
+        )
+    except FileNotFoundError as error:
+        raise ValueError(
+            f"region {region!r} has no instance type offerings in moto's data"
+        ) from error
+    zones: dict[str, set[str]] = {}
+    for offering in offerings:
+        zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
+    return {name: sorted(locations) for name, locations in sorted(zones.items())}
+
+
+@functools.cache
+def _price_document() -> dict[str, Any]:
+    resource = resources.files("actuator_svc") / "data" / "ec2-on-demand-prices.json"
+    return cast("dict[str, Any]", json.loads(resource.read_text(encoding="utf-8")))
+
+
+def on_demand_prices(region: str) -> dict[str, float]:
+    """Instance type name -> Linux on-demand hourly USD price in `region` (the shared list)."""
+    regions = _price_document()["regions"]
+    if region not in regions:
+        raise ValueError(f"region {region!r} is not in the on-demand price list")
+    return {name: float(price) for name, price in regions[region].items()}
