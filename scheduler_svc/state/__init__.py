@@ -1,0 +1,21 @@
+"""The in-memory cluster mirror fed by the watches, and its snapshot for the solver."""
+
+from scheduler_svc.state.cluster import (
+    MIRRORED_RESOURCES,
+    Change,
+    ChangeListener,
+    ClusterMirror,
+    ClusterSnapshot,
+    is_pending_pod,
+    pod_node_name,
+)
+
+__all__ = [
+    "MIRRORED_RESOURCES",
+    "Change",
+    "ChangeListener",
+    "ClusterMirror",
+    "ClusterSnapshot",
+    "is_pending_pod",
+    "pod_node_name",
+]
