@@ -1,0 +1,380 @@
+"""Resource types the local apiserver serves: the built-ins daiku and kubectl use, plus CRDs.
+
+A `ResourceType` is what discovery advertises and what the store keys objects by. Built-ins are
+listed in `BUILTIN_RESOURCES`; `resource_type_from_crd()` turns an applied
+CustomResourceDefinition into one ResourceType per served version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from localcloud.kube.errors import Invalid
+
+JsonObject = dict[str, Any]
+Defaulter = Callable[[JsonObject], None]
+
+_ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    """One (group, version, plural) the server serves, and how the store treats its objects.
+
+    `has_status` means a `/status` subresource: the main endpoint ignores status changes and
+    `/status` ignores everything else; `status_on_create` keeps the status a create sends
+    (nodes, as kubelets register them) instead of dropping it. `has_generation` means
+    metadata.generation is kept and bumped on spec changes. `strategic_patch` is False for
+    custom resources (the real apiserver answers 415 to a strategic merge patch on them).
+    """
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    has_status: bool = True
+    has_scale: bool = False
+    status_on_create: bool = False
+    has_generation: bool = True
+    strategic_patch: bool = True
+    verbs: tuple[str, ...] = _ALL_VERBS
+    extra_subresources: tuple[str, ...] = ()
+    printer_columns: tuple[JsonObject, ...] = ()
+    defaulter: Defaulter | None = field(default=None, compare=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> str:
+        """`v1/pods`, `apps/v1/deployments`: unique among served resources."""
+        return f"{self.api_version}/{self.plural}"
+
+    @property
+    def group_resource(self) -> str:
+        """`pods`, `deployments.apps`: how error messages name the resource."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+
+def _quantity_present(resources: Any, name: str) -> bool:
+    return isinstance(resources, dict) and name in resources
+
+
+def _qos_class(pod: JsonObject) -> str:
+    containers = (pod.get("spec") or {}).get("containers") or []
+    requests_all = True
+    any_set = False
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        for name in ("cpu", "memory"):
+            request = requests.get(name, limits.get(name))
+            if request is not None or name in limits:
+                any_set = True
+            if name not in limits or request is None or str(request) != str(limits[name]):
+                requests_all = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if requests_all else "Burstable"
+
+
+def _default_pod(pod: JsonObject) -> None:
+    spec = pod.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("priority", 0)
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    tolerations = spec.setdefault("tolerations", [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if not any(t.get("key") == key for t in tolerations if isinstance(t, dict)):
+            tolerations.append(
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            )
+    for container in spec.get("containers") or []:
+        container.setdefault("imagePullPolicy", "IfNotPresent")
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+        container.setdefault("resources", {})
+        resources = container["resources"]
+        # a limit without a request defaults the request to the limit, as the apiserver does
+        for name, limit in (resources.get("limits") or {}).items():
+            resources.setdefault("requests", {}).setdefault(name, limit)
+    status = pod.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", _qos_class(pod))
+
+
+def _default_deployment(deployment: JsonObject) -> None:
+    spec = deployment.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault(
+        "strategy",
+        {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+    )
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _default_template(spec)
+
+
+def _default_template(spec: JsonObject) -> None:
+    template = spec.get("template")
+    if isinstance(template, dict):
+        pod_spec = template.setdefault("spec", {})
+        pod_spec.setdefault("restartPolicy", "Always")
+        pod_spec.setdefault("terminationGracePeriodSeconds", 30)
+        pod_spec.setdefault("dnsPolicy", "ClusterFirst")
+        pod_spec.setdefault("schedulerName", "default-scheduler")
+
+
+def _default_replicaset(replicaset: JsonObject) -> None:
+    spec = replicaset.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    _default_template(spec)
+
+
+def _default_daemonset(daemonset: JsonObject) -> None:
+    spec = daemonset.setdefault("spec", {})
+    spec.setdefault(
+        "updateStrategy",
+        {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+    )
+    spec.setdefault("revisionHistoryLimit", 10)
+    _default_template(spec)
+
+
+def _default_namespace(namespace: JsonObject) -> None:
+    namespace.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    namespace.setdefault("status", {}).setdefault("phase", "Active")
+    labels = namespace.setdefault("metadata", {}).setdefault("labels", {})
+    labels.setdefault("kubernetes.io/metadata.name", namespace["metadata"].get("name", ""))
+
+
+def _default_pvc(claim: JsonObject) -> None:
+    claim.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+    claim.setdefault("status", {}).setdefault("phase", "Pending")
+
+
+def _default_pv(volume: JsonObject) -> None:
+    spec = volume.setdefault("spec", {})
+    spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    spec.setdefault("volumeMode", "Filesystem")
+    volume.setdefault("status", {}).setdefault("phase", "Available")
+
+
+def _default_event(event: JsonObject) -> None:
+    # core/v1 events carry no status; events.k8s.io/v1 events are the same objects
+    event.setdefault("type", "Normal")
+
+
+BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
+    ResourceType(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        namespaced=False,
+        singular="namespace",
+        short_names=("ns",),
+        has_generation=False,
+        extra_subresources=("finalize",),
+        defaulter=_default_namespace,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        namespaced=True,
+        singular="pod",
+        short_names=("po",),
+        categories=("all",),
+        has_generation=False,
+        extra_subresources=("binding", "eviction"),
+        defaulter=_default_pod,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "nodes",
+        "Node",
+        namespaced=False,
+        singular="node",
+        short_names=("no",),
+        status_on_create=True,
+        has_generation=False,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "events",
+        "Event",
+        namespaced=True,
+        singular="event",
+        short_names=("ev",),
+        has_status=False,
+        has_generation=False,
+        defaulter=_default_event,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        namespaced=True,
+        singular="persistentvolumeclaim",
+        short_names=("pvc",),
+        has_generation=False,
+        defaulter=_default_pvc,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "persistentvolumes",
+        "PersistentVolume",
+        namespaced=False,
+        singular="persistentvolume",
+        short_names=("pv",),
+        has_generation=False,
+        defaulter=_default_pv,
+    ),
+    ResourceType(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        namespaced=True,
+        singular="event",
+        short_names=("ev",),
+        has_status=False,
+        has_generation=False,
+    ),
+    ResourceType(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        namespaced=True,
+        singular="lease",
+        has_status=False,
+        has_generation=False,
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        namespaced=True,
+        singular="deployment",
+        short_names=("deploy",),
+        categories=("all",),
+        has_scale=True,
+        defaulter=_default_deployment,
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        namespaced=True,
+        singular="replicaset",
+        short_names=("rs",),
+        categories=("all",),
+        has_scale=True,
+        defaulter=_default_replicaset,
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        namespaced=True,
+        singular="daemonset",
+        short_names=("ds",),
+        categories=("all",),
+        defaulter=_default_daemonset,
+    ),
+    ResourceType(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        namespaced=True,
+        singular="poddisruptionbudget",
+        short_names=("pdb",),
+    ),
+    ResourceType(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        namespaced=False,
+        singular="customresourcedefinition",
+        short_names=("crd", "crds"),
+    ),
+)
+
+
+def resource_types_from_crd(crd: JsonObject) -> list[ResourceType]:
+    """One ResourceType per served version of an apiextensions.k8s.io/v1 CRD.
+
+    Raises Invalid naming the missing field when the CRD lacks group, names.plural, names.kind
+    or scope.
+    """
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    name = (crd.get("metadata") or {}).get("name", "")
+    for required, value in (
+        ("spec.group", spec.get("group")),
+        ("spec.names.plural", names.get("plural")),
+        ("spec.names.kind", names.get("kind")),
+        ("spec.scope", spec.get("scope")),
+    ):
+        if not value:
+            raise Invalid(
+                f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: '
+                f"{required}: Required value",
+                kind="CustomResourceDefinition",
+                name=name,
+                group="apiextensions.k8s.io",
+            )
+    if spec["scope"] not in ("Namespaced", "Cluster"):
+        raise Invalid(f"CustomResourceDefinition {name}: spec.scope must be Namespaced or Cluster")
+    types = []
+    for version in spec.get("versions") or []:
+        if not version.get("served", True):
+            continue
+        subresources = version.get("subresources") or {}
+        types.append(
+            ResourceType(
+                group=str(spec["group"]),
+                version=str(version.get("name")),
+                plural=str(names["plural"]),
+                kind=str(names["kind"]),
+                namespaced=spec["scope"] == "Namespaced",
+                singular=str(names.get("singular") or str(names["kind"]).lower()),
+                short_names=tuple(names.get("shortNames") or ()),
+                categories=tuple(names.get("categories") or ()),
+                has_status="status" in subresources,
+                has_scale="scale" in subresources,
+                has_generation=True,
+                strategic_patch=False,
+                printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
+            )
+        )
+    return types

@@ -1,0 +1,431 @@
+"""The in-process store: the semantics the HTTP API and the controllers both rely on."""
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from localcloud.kube.errors import (
+    AlreadyExists,
+    Conflict,
+    Gone,
+    Invalid,
+    NotFound,
+    TooManyRequests,
+    UnsupportedMediaType,
+)
+from localcloud.kube.store import Store
+
+
+def pod(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}], **spec},
+    }
+
+
+def deployment(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": []}},
+        },
+    }
+
+
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Cluster",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [
+            {"name": "v1", "served": True, "storage": True, "subresources": {"status": {}}}
+        ],
+    },
+}
+
+
+async def test_create_fills_server_fields_and_rejects_duplicates() -> None:
+    """Create assigns uid, timestamp, resourceVersion and a generated name; a second create of
+    the same name is AlreadyExists."""
+    store = Store()
+    created = await store.create(
+        "pods", {**pod(""), "metadata": {"generateName": "web-"}}, "default"
+    )
+    meta = created["metadata"]
+    assert meta["name"].startswith("web-")
+    assert len(meta["name"]) == 9
+    assert meta["uid"]
+    assert meta["creationTimestamp"].endswith("Z")
+    assert int(meta["resourceVersion"]) == store.resource_version
+    assert created["status"]["phase"] == "Pending"
+    with pytest.raises(AlreadyExists):
+        await store.create("pods", {**created, "metadata": {"name": meta["name"]}}, "default")
+
+
+async def test_create_in_missing_namespace_and_bad_name_fail() -> None:
+    """A namespaced create needs an existing namespace and a DNS-1123 name."""
+    store = Store()
+    with pytest.raises(NotFound, match='namespaces "nope" not found'):
+        await store.create("pods", pod("a"), "nope")
+    with pytest.raises(Invalid, match=r"metadata\.name"):
+        await store.create("pods", pod("Bad_Name"), "default")
+
+
+async def test_resource_versions_increase_globally() -> None:
+    """Every write across resources takes the next global resourceVersion."""
+    store = Store()
+    first = await store.create("pods", pod("a"), "default")
+    second = await store.create("nodes", {"metadata": {"name": "n1"}})
+    assert (
+        int(second["metadata"]["resourceVersion"]) == int(first["metadata"]["resourceVersion"]) + 1
+    )
+    listed = await store.list("pods", "default")
+    assert listed.resource_version == store.resource_version
+
+
+async def test_update_with_stale_resource_version_conflicts() -> None:
+    """An update carrying an old resourceVersion is a 409 Conflict; a fresh one succeeds."""
+    store = Store()
+    created = await store.create("pods", pod("a"), "default")
+    created["metadata"]["labels"] = {"v": "1"}
+    updated = await store.update("pods", created, "default")
+    created["metadata"]["labels"] = {"v": "2"}
+    with pytest.raises(Conflict, match="the object has been modified"):
+        await store.update("pods", created, "default")
+    assert updated["metadata"]["labels"] == {"v": "1"}
+
+
+async def test_generation_bumps_on_spec_change_only() -> None:
+    """metadata.generation grows when the spec changes, not on label or status changes."""
+    store = Store()
+    created = await store.create("deployments", deployment("web"), "default")
+    assert created["metadata"]["generation"] == 1
+    created["metadata"]["labels"] = {"x": "y"}
+    relabelled = await store.update("deployments", created, "default")
+    assert relabelled["metadata"]["generation"] == 1
+    relabelled["spec"]["replicas"] = 5
+    scaled = await store.update("deployments", relabelled, "default")
+    assert scaled["metadata"]["generation"] == 2
+
+
+async def test_noop_update_writes_nothing() -> None:
+    """An update that changes nothing keeps the resourceVersion and emits no event."""
+    store = Store()
+    created = await store.create("pods", pod("a"), "default")
+    before = store.resource_version
+    again = await store.update("pods", created, "default")
+    assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert store.resource_version == before
+
+
+async def test_status_subresource_isolation() -> None:
+    """The main endpoint ignores status; /status ignores spec and labels."""
+    store = Store()
+    created = await store.create("pods", pod("a"), "default")
+    created["status"] = {"phase": "Running"}
+    created["spec"]["nodeName"] = "n1"
+    main = await store.update("pods", created, "default")
+    assert main["status"]["phase"] == "Pending"
+    assert main["spec"]["nodeName"] == "n1"
+    main["status"] = {"phase": "Running"}
+    main["spec"]["nodeName"] = "n2"
+    main["metadata"]["labels"] = {"changed": "yes"}
+    status = await store.update("pods", main, "default", subresource="status")
+    assert status["status"] == {"phase": "Running"}
+    assert status["spec"]["nodeName"] == "n1"
+    assert status["metadata"]["labels"] == {}
+
+
+async def test_patch_types() -> None:
+    """Merge, JSON and strategic patches apply; strategic is refused on custom resources."""
+    store = Store()
+    await store.create("pods", pod("a", {"app": "web"}), "default")
+    merged = await store.patch(
+        "pods", "a", {"metadata": {"labels": {"tier": "x"}}}, "merge", namespace="default"
+    )
+    assert merged["metadata"]["labels"] == {"app": "web", "tier": "x"}
+    jsoned = await store.patch(
+        "pods", "a", [{"op": "remove", "path": "/metadata/labels/app"}], "json", namespace="default"
+    )
+    assert jsoned["metadata"]["labels"] == {"tier": "x"}
+    strategic = await store.patch(
+        "pods",
+        "a",
+        {"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}},
+        "strategic",
+        namespace="default",
+    )
+    assert strategic["spec"]["containers"][0]["image"] == "nginx:2"
+    assert strategic["spec"]["containers"][0]["terminationMessagePath"] == "/dev/termination-log"
+    await store.create("customresourcedefinitions", CRD)
+    await store.create("widgets.example.com", {"metadata": {"name": "w"}, "spec": {"size": 1}})
+    with pytest.raises(UnsupportedMediaType):
+        await store.patch("widgets", "w", {"spec": {"size": 2}}, "strategic")
+
+
+async def test_patch_with_stale_resource_version_conflicts() -> None:
+    """A patch carrying metadata.resourceVersion is a precondition."""
+    store = Store()
+    created = await store.create("pods", pod("a"), "default")
+    await store.patch("pods", "a", {"metadata": {"labels": {"a": "1"}}}, namespace="default")
+    with pytest.raises(Conflict):
+        await store.patch(
+            "pods",
+            "a",
+            {
+                "metadata": {
+                    "resourceVersion": created["metadata"]["resourceVersion"],
+                    "labels": {"a": "2"},
+                }
+            },
+            namespace="default",
+        )
+
+
+async def test_finalizers_hold_deletion_until_removed() -> None:
+    """A delete of an object with finalizers sets deletionTimestamp; removing them removes it."""
+    store = Store()
+    await store.create(
+        "nodes", {"metadata": {"name": "n1", "finalizers": ["daiku.dev/termination"]}}
+    )
+    deleting = await store.delete("nodes", "n1")
+    assert deleting["metadata"]["deletionTimestamp"]
+    assert (await store.get("nodes", "n1"))["metadata"]["deletionTimestamp"]
+    await store.patch("nodes", "n1", {"metadata": {"finalizers": None}})
+    with pytest.raises(NotFound):
+        await store.get("nodes", "n1")
+
+
+async def test_bound_pod_is_deleted_gracefully() -> None:
+    """A pod on a node gets a deletionTimestamp and stays until deleted with grace 0;
+    an unbound pod goes at once."""
+    store = Store()
+    await store.create("pods", pod("bound", nodeName="n1"), "default")
+    await store.create("pods", pod("pending"), "default")
+    graceful = await store.delete("pods", "bound", "default")
+    assert graceful["metadata"]["deletionGracePeriodSeconds"] == 30
+    await store.get("pods", "bound", "default")
+    await store.delete("pods", "bound", "default", grace_period_seconds=0)
+    await store.delete("pods", "pending", "default")
+    assert (await store.list("pods", "default")).items == []
+
+
+async def test_owner_deletion_collects_dependents_in_background() -> None:
+    """Deleting an owner deletes dependents whose owners are all gone; Orphan keeps them."""
+    store = Store()
+    rs = await store.create("replicasets", deployment("rs"), "default")
+    ref = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "rs",
+        "uid": rs["metadata"]["uid"],
+    }
+    for name in ("p1", "p2"):
+        body = pod(name)
+        body["metadata"]["ownerReferences"] = [ref]
+        await store.create("pods", body, "default")
+    await store.delete("replicasets", "rs", "default", propagation_policy="Background")
+    assert (await store.list("pods", "default")).items == []
+
+    rs = await store.create("replicasets", deployment("rs2"), "default")
+    body = pod("kept")
+    body["metadata"]["ownerReferences"] = [{**ref, "name": "rs2", "uid": rs["metadata"]["uid"]}]
+    await store.create("pods", body, "default")
+    await store.delete("replicasets", "rs2", "default", propagation_policy="Orphan")
+    kept = await store.get("pods", "kept", "default")
+    assert "ownerReferences" not in kept["metadata"]
+
+
+async def test_foreground_deletion_waits_for_dependents() -> None:
+    """With Foreground, the owner stays (foregroundDeletion finalizer) until dependents go."""
+    store = Store()
+    rs = await store.create("replicasets", deployment("rs"), "default")
+    body = pod("p", nodeName="n1")
+    body["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": rs["metadata"]["uid"]}
+    ]
+    await store.create("pods", body, "default")
+    owner = await store.delete("replicasets", "rs", "default", propagation_policy="Foreground")
+    assert owner["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert (await store.get("pods", "p", "default"))["metadata"]["deletionTimestamp"]
+    await store.delete("pods", "p", "default", grace_period_seconds=0)
+    with pytest.raises(NotFound):
+        await store.get("replicasets", "rs", "default")
+
+
+async def test_namespace_deletion_removes_its_contents() -> None:
+    """A deleted namespace is Terminating until everything in it is gone."""
+    store = Store()
+    await store.create("namespaces", {"metadata": {"name": "team"}})
+    await store.create("pods", pod("p", nodeName="n1"), "team")
+    terminating = await store.delete("namespaces", "team")
+    assert terminating["status"]["phase"] == "Terminating"
+    await store.delete("pods", "p", "team", grace_period_seconds=0)
+    with pytest.raises(NotFound):
+        await store.get("namespaces", "team")
+
+
+async def test_list_with_selectors() -> None:
+    """list filters by namespace, label selector and field selector."""
+    store = Store()
+    await store.create("pods", pod("a", {"app": "web"}, nodeName="n1"), "default")
+    await store.create("pods", pod("b", {"app": "db"}, nodeName="n2"), "default")
+    await store.create("pods", pod("c", {"app": "web"}), "kube-system")
+    names = lambda result: [o["metadata"]["name"] for o in result.items]  # noqa: E731
+    assert names(await store.list("pods", label_selector="app=web")) == ["a", "c"]
+    assert names(await store.list("pods", "default", label_selector="app in (web,db)")) == [
+        "a",
+        "b",
+    ]
+    assert names(await store.list("pods", field_selector="spec.nodeName=n2")) == ["b"]
+    assert names(
+        await store.list("pods", field_selector="spec.nodeName=,metadata.namespace=kube-system")
+    ) == ["c"]
+
+
+async def test_watch_replays_changes_after_a_resource_version() -> None:
+    """A watch from a list's resourceVersion yields exactly the later changes, in order."""
+    store = Store()
+    await store.create("pods", pod("a"), "default")
+    listed = await store.list("pods")
+    await store.patch("pods", "a", {"metadata": {"labels": {"x": "1"}}}, namespace="default")
+    await store.create("pods", pod("b"), "default")
+    await store.delete("pods", "a", "default")
+    watcher = store.watch("pods", since_rv=listed.resource_version)
+    events = await watcher.poll(1.0)
+    assert [(t, o["metadata"]["name"]) for t, o in events] == [
+        ("MODIFIED", "a"),
+        ("ADDED", "b"),
+        ("DELETED", "a"),
+    ]
+    assert events[-1].resource_version == store.resource_version
+
+
+async def test_watch_without_version_starts_with_current_objects_then_streams() -> None:
+    """A watch with no resourceVersion yields ADDED for existing objects, then live changes."""
+    store = Store()
+    await store.create("nodes", {"metadata": {"name": "n1"}})
+    seen: list[tuple[str, str]] = []
+
+    async def consume() -> None:
+        async for kind, obj in store.watch("nodes"):
+            seen.append((kind, obj["metadata"]["name"]))
+            if len(seen) == 2:
+                return
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0)
+    await store.create("nodes", {"metadata": {"name": "n2"}})
+    await asyncio.wait_for(task, 5)
+    assert seen == [("ADDED", "n1"), ("ADDED", "n2")]
+
+
+async def test_watch_from_compacted_version_is_gone() -> None:
+    """After the window drops events, a watch from before them fails with 410 Gone."""
+    store = Store(event_window=5)
+    start = store.resource_version
+    for i in range(20):
+        await store.create("nodes", {"metadata": {"name": f"n{i}"}})
+    with pytest.raises(Gone, match="too old resource version"):
+        store.watch("nodes", since_rv=start)
+    recent = store.resource_version - 2
+    assert len(await store.watch("nodes", since_rv=recent).poll(1)) == 2
+    store.compact()
+    with pytest.raises(Gone):
+        store.watch("nodes", since_rv=recent)
+
+
+async def test_lagging_watcher_gets_gone() -> None:
+    """A watcher whose position falls out of the window gets Gone on its next read."""
+    store = Store(event_window=3)
+    watcher = store.watch("nodes", since_rv=store.resource_version)
+    for i in range(10):
+        await store.create("nodes", {"metadata": {"name": f"n{i}"}})
+    with pytest.raises(Gone):
+        await watcher.poll(1)
+
+
+async def test_watch_with_selector_sees_objects_enter_and_leave() -> None:
+    """With a selector, an object that starts matching is ADDED and one that stops is DELETED."""
+    store = Store()
+    await store.create("pods", pod("a"), "default")
+    watcher = store.watch(
+        "pods", "default", since_rv=store.resource_version, field_selector="spec.nodeName=n1"
+    )
+    await store.bind("default", "a", "n1")
+    await store.patch(
+        "pods", "a", {"status": {"phase": "Failed"}}, namespace="default", subresource="status"
+    )
+    await store.delete("pods", "a", "default")
+    events = await watcher.poll(1)
+    assert [t for t, _ in events] == ["ADDED", "MODIFIED", "DELETED"]
+    assert await watcher.poll(0.01) == []
+
+
+async def test_crd_registers_a_served_resource_with_status() -> None:
+    """Creating a CRD serves its resource (cluster-scoped, status subresource); deleting it
+    removes the type and its objects."""
+    store = Store()
+    crd = await store.create("customresourcedefinitions", CRD)
+    assert {c["type"] for c in crd["status"]["conditions"]} == {"Established", "NamesAccepted"}
+    created = await store.create(
+        "example.com/v1/widgets",
+        {"metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"x": 1}},
+    )
+    assert "status" not in created
+    assert created["apiVersion"] == "example.com/v1"
+    created["status"] = {"ready": True}
+    updated = await store.update("widgets", created, subresource="status")
+    assert updated["status"] == {"ready": True}
+    assert updated["metadata"]["generation"] == 1
+    await store.delete("customresourcedefinitions", "widgets.example.com")
+    with pytest.raises(NotFound):
+        store.resource("widgets")
+
+
+async def test_eviction_honours_pod_disruption_budget() -> None:
+    """Eviction deletes a pod while the budget allows and is TooManyRequests when it would
+    violate it."""
+    store = Store()
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    for name in ("a", "b"):
+        await store.create("pods", pod(name, {"app": "web"}, nodeName="n1"), "default")
+        await store.patch(
+            "pods", name, {"status": ready}, namespace="default", subresource="status"
+        )
+    await store.create(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+        "default",
+    )
+    evicted = await store.evict("default", "a")
+    assert evicted["metadata"]["deletionTimestamp"]
+    with pytest.raises(TooManyRequests) as blocked:
+        await store.evict("default", "b")
+    assert blocked.value.to_status()["details"]["causes"][0]["reason"] == "DisruptionBudget"
+
+
+async def test_bind_and_scale() -> None:
+    """Binding sets nodeName once (second bind conflicts); scale reads and writes replicas."""
+    store = Store()
+    await store.create("pods", pod("a"), "default")
+    bound = await store.bind("default", "a", "n1")
+    assert bound["spec"]["nodeName"] == "n1"
+    with pytest.raises(Conflict):
+        await store.bind("default", "a", "n2")
+    await store.create("deployments", deployment("web"), "default")
+    scale = await store.set_scale("deployments", "web", 7, "default")
+    assert scale["spec"]["replicas"] == 7
+    assert scale["status"]["selector"] == "app=web"
+    assert (await store.get("deployments.apps", "web", "default"))["spec"]["replicas"] == 7
