@@ -23,3 +23,4 @@ def main() -> None:
 
 
 # Subcommand registrations (one line each; keep alphabetical):
+from daiku.cli import convert as _convert  # noqa: E402, F401  (daiku convert)
