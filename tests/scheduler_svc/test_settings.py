@@ -1,0 +1,90 @@
+"""The scheduler's settings: flags over SCHEDULER_* variables over defaults, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler_svc.settings import SchedulerSettings, SettingsError, load_settings
+
+
+def test_defaults_apply_when_nothing_is_set() -> None:
+    """With no flags and no variables, the documented defaults apply (1 s / 10 s batches)."""
+    settings = load_settings([], {})
+    assert settings.batch_idle_seconds == 1.0
+    assert settings.batch_max_seconds == 10.0
+    assert settings.leader_elect is True
+    assert settings.kubeconfig is None
+    assert settings.actuator_tls_enabled is False
+
+
+def test_environment_variables_with_the_prefix_set_each_kind_of_value() -> None:
+    """SCHEDULER_* variables set strings, numbers, paths and booleans."""
+    settings = load_settings(
+        [],
+        {
+            "SCHEDULER_KUBECONFIG": "/etc/kube/config",
+            "SCHEDULER_ACTUATOR_ADDRESS": "actuator:50051",
+            "SCHEDULER_BATCH_IDLE_SECONDS": "0.5",
+            "SCHEDULER_METRICS_PORT": "9100",
+            "SCHEDULER_LEADER_ELECT": "false",
+            "SCHEDULER_ACTUATOR_TLS_CA_FILE": "/etc/tls/ca.pem",
+        },
+    )
+    assert settings.kubeconfig == Path("/etc/kube/config")
+    assert settings.actuator_address == "actuator:50051"
+    assert settings.batch_idle_seconds == 0.5
+    assert settings.metrics_port == 9100
+    assert settings.leader_elect is False
+    assert settings.actuator_tls_enabled is True
+
+
+def test_flags_override_environment_variables() -> None:
+    """A flag wins over the variable of the same setting, booleans included."""
+    settings = load_settings(
+        ["--batch-max-seconds", "20", "--leader-elect", "--leader-election-identity", "pod-a"],
+        {"SCHEDULER_BATCH_MAX_SECONDS": "5", "SCHEDULER_LEADER_ELECT": "no"},
+    )
+    assert settings.batch_max_seconds == 20.0
+    assert settings.leader_elect is True
+    assert settings.leader_election_identity == "pod-a"
+
+
+def test_kubeconfig_falls_back_to_the_kubeconfig_variable_unless_in_cluster() -> None:
+    """KUBECONFIG (its first file) is used when no kubeconfig is set and not in-cluster."""
+    assert load_settings([], {"KUBECONFIG": "/a:/b"}).kubeconfig == Path("/a")
+    assert load_settings(["--in-cluster"], {"KUBECONFIG": "/a"}).kubeconfig is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "named"),
+    [
+        ([], {"SCHEDULER_METRICS_PORT": "eighty"}, "SCHEDULER_METRICS_PORT"),
+        (["--batch-idle-seconds", "soon"], {}, "--batch-idle-seconds"),
+        ([], {"SCHEDULER_LEADER_ELECT": "maybe"}, "SCHEDULER_LEADER_ELECT"),
+        (["--batch-idle-seconds", "5", "--batch-max-seconds", "2"], {}, "--batch-max-seconds"),
+        (["--health-port", "70000"], {}, "--health-port"),
+        (["--actuator-tls-cert-file", "/c.pem"], {}, "--actuator-tls-cert-file"),
+        (["--log-format", "xml"], {}, "--log-format"),
+    ],
+)
+def test_bad_values_raise_an_error_naming_the_setting(
+    argv: list[str], environ: dict[str, str], named: str
+) -> None:
+    """An unusable value raises SettingsError naming its flag or variable."""
+    with pytest.raises(SettingsError, match=named):
+        load_settings(argv, environ)
+
+
+def test_the_token_file_wins_over_the_token_and_an_unreadable_one_is_named(tmp_path: Path) -> None:
+    """The actuator token comes from the token file (stripped) when set; an unreadable file is
+    reported with its setting."""
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    settings = SchedulerSettings(actuator_token="inline", actuator_token_file=token_file)
+    assert settings.resolved_actuator_token() == "from-file"
+    assert SchedulerSettings(actuator_token="inline").resolved_actuator_token() == "inline"
+    missing = SchedulerSettings(actuator_token_file=tmp_path / "missing")
+    with pytest.raises(SettingsError, match="--actuator-token-file"):
+        missing.resolved_actuator_token()
