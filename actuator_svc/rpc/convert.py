@@ -1,0 +1,329 @@
+"""proto <-> core conversion. Requests are validated here; errors name the field."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Final
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from actuator_svc.cloud.provider import Instance
+from actuator_svc.core.allocatable import KubeletSettings, NodeResources
+from actuator_svc.core.catalog import CatalogInstanceType
+from actuator_svc.core.kubelet import KubeletSettingError, kubelet_settings
+from actuator_svc.core.launch_template import BlockDevice, MetadataOptions
+from actuator_svc.core.node_class import (
+    ImageTerm,
+    LaunchRequest,
+    NodeClassSpec,
+    SecurityGroupTerm,
+    SubnetTerm,
+)
+from actuator_svc.core.offerings import LAUNCHABLE_CAPACITY_TYPES, OfferingKey, PricedOffering
+from actuator_svc.core.tags import NODECLAIM_TAG, NODEPOOL_TAG, TagError, validate_user_tags
+from actuator_svc.core.user_data import Taint
+from actuator_svc.errors import InvalidRequestError
+from actuator_svc.interruption import InstanceEvent
+from actuator_svc.launcher import LaunchAttempt, LaunchResult
+from daiku.actuator.v1 import actuator_pb2 as pb
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_TAINT_EFFECTS: Final = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+_ALIAS_FAMILIES: Final = frozenset({"al2023"})
+_EVENT_KINDS: Final = {
+    "spot_interruption_warning": pb.CLOUD_EVENT_KIND_SPOT_INTERRUPTION_WARNING,
+    "rebalance_recommendation": pb.CLOUD_EVENT_KIND_REBALANCE_RECOMMENDATION,
+    "scheduled_change": pb.CLOUD_EVENT_KIND_SCHEDULED_CHANGE,
+    "instance_state_change": pb.CLOUD_EVENT_KIND_INSTANCE_STATE_CHANGE,
+}
+
+
+def timestamp(epoch_seconds: float) -> Timestamp:
+    """A protobuf Timestamp from epoch seconds."""
+    stamp = Timestamp()
+    stamp.FromNanoseconds(int(epoch_seconds * 1e9))
+    return stamp
+
+
+def _datetime_timestamp(value: datetime | None) -> Timestamp | None:
+    return timestamp(value.timestamp()) if value is not None else None
+
+
+def require_name(value: str, field: str) -> str:
+    """A Kubernetes object name (DNS-1123 subdomain), else InvalidRequestError."""
+    if not value:
+        raise InvalidRequestError(field, "is required")
+    if len(value) > 253 or not _NAME.match(value):
+        raise InvalidRequestError(
+            field, f"{value!r} is not a valid name (lowercase DNS-1123 subdomain)"
+        )
+    return value
+
+
+def kubelet_from_proto(kubelet: pb.KubeletConfiguration, field: str) -> KubeletSettings:
+    """Kubelet settings; InvalidRequestError names the bad setting."""
+    try:
+        return kubelet_settings(
+            field=field,
+            max_pods=kubelet.max_pods if kubelet.HasField("max_pods") else None,
+            pods_per_core=kubelet.pods_per_core if kubelet.HasField("pods_per_core") else None,
+            system_reserved=dict(kubelet.system_reserved),
+            kube_reserved=dict(kubelet.kube_reserved),
+            eviction_hard=dict(kubelet.eviction_hard),
+        )
+    except KubeletSettingError as exc:
+        raise InvalidRequestError(exc.field, str(exc).split(": ", 1)[1]) from exc
+
+
+def _tags(tags: Mapping[str, str], field: str) -> dict[str, str]:
+    try:
+        validate_user_tags(tags, field)
+    except TagError as exc:
+        raise InvalidRequestError(exc.field, str(exc).split(": ", 1)[1]) from exc
+    return dict(tags)
+
+
+def _taints(taints: Iterable[pb.Taint], field: str) -> tuple[Taint, ...]:
+    result = []
+    for i, taint in enumerate(taints):
+        if not taint.key:
+            raise InvalidRequestError(f"{field}[{i}].key", "is required")
+        if taint.effect not in _TAINT_EFFECTS:
+            raise InvalidRequestError(
+                f"{field}[{i}].effect", f"{taint.effect!r} is not one of {sorted(_TAINT_EFFECTS)}"
+            )
+        result.append(Taint(taint.key, taint.value, taint.effect))
+    return tuple(result)
+
+
+def node_class_from_proto(node_class: pb.NodeClass, field: str = "node_class") -> NodeClassSpec:
+    """The node class; every selector list must be non-empty and each term must select."""
+    subnets = []
+    for i, s in enumerate(node_class.subnet_selector_terms):
+        if not s.id and not s.tags:
+            raise InvalidRequestError(f"{field}.subnet_selector_terms[{i}]", "needs id or tags")
+        subnets.append(SubnetTerm(id=s.id, tags=dict(s.tags)))
+    groups = []
+    for i, g in enumerate(node_class.security_group_selector_terms):
+        if not (g.id or g.name or g.tags):
+            raise InvalidRequestError(
+                f"{field}.security_group_selector_terms[{i}]", "needs id, name or tags"
+            )
+        groups.append(SecurityGroupTerm(id=g.id, name=g.name, tags=dict(g.tags)))
+    images = []
+    for i, a in enumerate(node_class.ami_selector_terms):
+        if not (a.id or a.name or a.alias or a.tags):
+            raise InvalidRequestError(
+                f"{field}.ami_selector_terms[{i}]", "needs id, name, alias or tags"
+            )
+        if a.alias and a.alias.partition("@")[0] not in _ALIAS_FAMILIES:
+            raise InvalidRequestError(
+                f"{field}.ami_selector_terms[{i}].alias",
+                f"{a.alias!r}: supported alias families are {sorted(_ALIAS_FAMILIES)} "
+                "(e.g. al2023@latest)",
+            )
+        images.append(
+            ImageTerm(id=a.id, name=a.name, alias=a.alias, owner=a.owner, tags=dict(a.tags))
+        )
+    for name, terms in (
+        ("subnet_selector_terms", subnets),
+        ("security_group_selector_terms", groups),
+        ("ami_selector_terms", images),
+    ):
+        if not terms:
+            raise InvalidRequestError(f"{field}.{name}", "needs at least one term")
+    devices = []
+    for i, b in enumerate(node_class.block_device_mappings):
+        if not b.device_name:
+            raise InvalidRequestError(
+                f"{field}.block_device_mappings[{i}].device_name", "is required"
+            )
+        devices.append(
+            BlockDevice(
+                device_name=b.device_name,
+                volume_size_bytes=b.volume_size_bytes,
+                volume_type=b.volume_type or "gp3",
+                iops=b.iops,
+                throughput_mibps=b.throughput_mibps,
+                encrypted=b.encrypted,
+                kms_key_id=b.kms_key_id,
+                delete_on_termination=b.delete_on_termination,
+                snapshot_id=b.snapshot_id,
+            )
+        )
+    metadata = MetadataOptions()
+    if node_class.HasField("metadata_options"):
+        m = node_class.metadata_options
+        metadata = MetadataOptions(
+            http_endpoint=m.http_endpoint or metadata.http_endpoint,
+            http_protocol_ipv6=m.http_protocol_ipv6 or metadata.http_protocol_ipv6,
+            http_put_response_hop_limit=m.http_put_response_hop_limit
+            or metadata.http_put_response_hop_limit,
+            http_tokens=m.http_tokens or metadata.http_tokens,
+        )
+    return NodeClassSpec(
+        name=node_class.name or "default",
+        subnet_terms=tuple(subnets),
+        security_group_terms=tuple(groups),
+        image_terms=tuple(images),
+        tags=_tags(node_class.tags, f"{field}.tags"),
+        user_data=node_class.user_data,
+        # Without IAM lookups, a role is used as the name of its instance profile (the name the
+        # console and eksctl give it); an explicit instance_profile wins.
+        instance_profile=node_class.instance_profile or node_class.role,
+        block_devices=tuple(devices),
+        metadata_options=metadata,
+        associate_public_ip_address=node_class.associate_public_ip_address,
+    )
+
+
+def launch_request_from_proto(request: pb.LaunchNodeClaimRequest) -> LaunchRequest:
+    """A validated LaunchRequest; InvalidRequestError names the first bad field."""
+    name = require_name(request.nodeclaim_name, "nodeclaim_name")
+    pool = require_name(request.nodepool_name, "nodepool_name")
+    if not request.offerings:
+        raise InvalidRequestError("offerings", "needs at least one offering")
+    offerings = []
+    for i, o in enumerate(request.offerings):
+        for attr in ("instance_type", "zone"):
+            if not getattr(o, attr):
+                raise InvalidRequestError(f"offerings[{i}].{attr}", "is required")
+        if o.capacity_type not in LAUNCHABLE_CAPACITY_TYPES:
+            raise InvalidRequestError(
+                f"offerings[{i}].capacity_type",
+                f"{o.capacity_type!r} is not one of {sorted(LAUNCHABLE_CAPACITY_TYPES)}",
+            )
+        offerings.append(OfferingKey(o.instance_type, o.zone, o.capacity_type))
+    if not request.HasField("node_class"):
+        raise InvalidRequestError("node_class", "is required")
+    for key in request.labels:
+        if not key:
+            raise InvalidRequestError("labels", "label keys must not be empty")
+    return LaunchRequest(
+        nodeclaim_name=name,
+        nodepool_name=pool,
+        offerings=tuple(offerings),
+        node_class=node_class_from_proto(request.node_class),
+        labels=dict(request.labels),
+        taints=_taints(request.taints, "taints"),
+        startup_taints=_taints(request.startup_taints, "startup_taints"),
+        kubelet=kubelet_from_proto(request.kubelet, "kubelet"),
+    )
+
+
+def resources_to_proto(resources: NodeResources) -> pb.Resources:
+    """Resources in base units."""
+    return pb.Resources(
+        cpu_millis=resources.cpu_millis,
+        memory_bytes=resources.memory_bytes,
+        pods=resources.pods,
+        ephemeral_storage_bytes=resources.ephemeral_storage_bytes,
+        extended_resources=dict(resources.extended),
+    )
+
+
+def offering_to_proto(offering: PricedOffering) -> pb.Offering:
+    """A catalog offering."""
+    message = pb.Offering(
+        instance_type=offering.key.instance_type,
+        zone=offering.key.zone,
+        capacity_type=offering.key.capacity_type,
+        price=offering.price_per_hour,
+        available=offering.available,
+        unavailable_reason=offering.unavailable_reason,
+    )
+    if not offering.available:
+        message.unavailable_until.CopyFrom(timestamp(offering.unavailable_until_seconds))
+    return message
+
+
+def key_to_proto(key: OfferingKey) -> pb.Offering:
+    """An offering named by its key only."""
+    return pb.Offering(
+        instance_type=key.instance_type, zone=key.zone, capacity_type=key.capacity_type
+    )
+
+
+def instance_type_to_proto(item: CatalogInstanceType) -> pb.InstanceType:
+    """One catalog entry."""
+    return pb.InstanceType(
+        name=item.name,
+        capacity=resources_to_proto(item.capacity),
+        allocatable=resources_to_proto(item.allocatable),
+        labels=dict(item.labels),
+        offerings=[offering_to_proto(o) for o in item.offerings],
+    )
+
+
+def attempt_to_proto(attempt: LaunchAttempt) -> pb.LaunchAttempt:
+    """One CreateFleet call."""
+    return pb.LaunchAttempt(
+        start_time=timestamp(attempt.start_seconds),
+        end_time=timestamp(attempt.end_seconds),
+        offerings=[key_to_proto(k) for k in attempt.offerings],
+        errors=[
+            pb.OfferingError(
+                offering=key_to_proto(e.offering) if e.offering else None,
+                error_code=e.code,
+                message=e.message,
+            )
+            for e in attempt.errors
+        ],
+    )
+
+
+def launch_result_to_proto(result: LaunchResult) -> pb.LaunchNodeClaimResponse:
+    """The launch response."""
+    instance = result.instance
+    return pb.LaunchNodeClaimResponse(
+        provider_id=provider_id(instance.zone, instance.id),
+        instance_id=instance.id,
+        instance_type=instance.instance_type,
+        zone=instance.zone,
+        capacity_type=instance.capacity_type,
+        price=result.price_per_hour,
+        attempts=[attempt_to_proto(a) for a in result.attempts],
+        image_id=instance.image_id,
+        launch_time=_datetime_timestamp(instance.launch_time),
+    )
+
+
+def provider_id(zone: str, instance_id: str) -> str:
+    """Kubernetes' providerID of an EC2 instance."""
+    return f"aws:///{zone}/{instance_id}"
+
+
+def nodeclaim_to_proto(instance: Instance) -> pb.NodeClaim:
+    """An instance as a NodeClaim."""
+    return pb.NodeClaim(
+        nodeclaim_name=instance.tags.get(NODECLAIM_TAG, ""),
+        nodepool_name=instance.tags.get(NODEPOOL_TAG, ""),
+        provider_id=provider_id(instance.zone, instance.id),
+        instance_id=instance.id,
+        instance_type=instance.instance_type,
+        zone=instance.zone,
+        capacity_type=instance.capacity_type,
+        state=instance.state,
+        launch_time=_datetime_timestamp(instance.launch_time),
+        image_id=instance.image_id,
+        tags=dict(instance.tags),
+    )
+
+
+def event_to_proto(item: InstanceEvent) -> pb.WatchCloudEventsResponse:
+    """A cloud event."""
+    event = item.event
+    zone = item.offering.zone if item.offering else ""
+    return pb.WatchCloudEventsResponse(
+        id=event.id,
+        kind=_EVENT_KINDS[event.kind.value],
+        instance_id=event.instance_id,
+        provider_id=provider_id(zone, event.instance_id) if zone else "",
+        nodeclaim_name=item.nodeclaim_name,
+        instance_state=event.instance_state,
+        time=_datetime_timestamp(event.time),
+        deadline=_datetime_timestamp(event.deadline),
+        offering=key_to_proto(item.offering) if item.offering else None,
+    )
