@@ -1,0 +1,123 @@
+"""`daiku catalog`: the instance-type catalog a scheduler plans with, offline.
+
+The document has one entry per current-generation instance type that has a price: capacity
+(what the node reports, VM overhead removed), allocatable (FACTS §1) as Kubernetes quantity
+strings, the labels NodePools select on, and every offering (zone x capacity type) with its
+price. It is built from moto's DescribeInstanceTypes data, the bundled on-demand prices and the
+emulator's deterministic spot prices, by the same pure builder the actuator's ListInstanceTypes
+uses (`actuator_svc.core.catalog`).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from actuator_svc.core.allocatable import NodeResources
+from actuator_svc.core.catalog import CatalogInstanceType, build_catalog
+from actuator_svc.core.quantities import format_bytes, format_cpu
+from daiku.cli.main import app
+from localcloud.ec2.instance_types import (
+    describe_instance_types,
+    instance_type_zones,
+    on_demand_prices,
+)
+from localcloud.ec2.spot_prices import spot_price
+
+
+def resources_document(resources: NodeResources) -> dict[str, str]:
+    """Resources as Kubernetes quantity strings ("2", "7577Mi", "29", "20Gi", extended)."""
+    return {
+        "cpu": format_cpu(resources.cpu_millis),
+        "memory": format_bytes(resources.memory_bytes),
+        "pods": str(resources.pods),
+        "ephemeral-storage": format_bytes(resources.ephemeral_storage_bytes),
+        **{name: str(count) for name, count in sorted(resources.extended.items())},
+    }
+
+
+def instance_type_document(item: CatalogInstanceType) -> dict[str, Any]:
+    """One catalog entry as JSON-ready data."""
+    return {
+        "name": item.name,
+        "capacity": resources_document(item.capacity),
+        "allocatable": resources_document(item.allocatable),
+        "labels": dict(sorted(item.labels.items())),
+        "offerings": [
+            {
+                "zone": o.key.zone,
+                "capacityType": o.key.capacity_type,
+                "price": o.price_per_hour,
+                "available": o.available,
+            }
+            for o in item.offerings
+        ],
+    }
+
+
+def bundled_catalog_document(region: str = "us-east-1") -> dict[str, Any]:
+    """The catalog document of `region` from bundled data, with no network access.
+
+    ValueError when the region is not in the bundled data."""
+    od_prices = on_demand_prices(region)
+    zones = instance_type_zones(region)
+    spot = {
+        (name, zone): spot_price(name, zone, od_prices[name])
+        for name, type_zones in zones.items()
+        if name in od_prices
+        for zone in type_zones
+    }
+    types, _problems = build_catalog(
+        descriptions=describe_instance_types(),
+        zones=zones,
+        on_demand_prices=od_prices,
+        spot_prices=spot,
+        unavailable={},
+        current_generation_only=True,
+    )
+    return {"instanceTypes": [instance_type_document(t) for t in types]}
+
+
+class OutputFormat(StrEnum):
+    """How the catalog is printed."""
+
+    json = "json"
+    table = "table"
+
+
+def _table(document: dict[str, Any]) -> str:
+    header = f"{'NAME':<22}{'CPU':>6}{'MEMORY':>10}{'PODS':>6}{'ALLOC CPU':>11}"
+    header += f"{'ALLOC MEMORY':>14}{'OD $/H':>10}{'SPOT MIN $/H':>14}"
+    lines = [header]
+    for item in document["instanceTypes"]:
+        prices: dict[str, list[float]] = {"on-demand": [], "spot": []}
+        for offering in item["offerings"]:
+            prices.setdefault(offering["capacityType"], []).append(offering["price"])
+        od = f"{min(prices['on-demand']):.4f}" if prices["on-demand"] else "-"
+        spot = f"{min(prices['spot']):.4f}" if prices["spot"] else "-"
+        capacity, allocatable = item["capacity"], item["allocatable"]
+        lines.append(
+            f"{item['name']:<22}{capacity['cpu']:>6}{capacity['memory']:>10}"
+            f"{capacity['pods']:>6}{allocatable['cpu']:>11}{allocatable['memory']:>14}"
+            f"{od:>10}{spot:>14}"
+        )
+    return "\n".join(lines)
+
+
+@app.command(name="catalog")
+def catalog(
+    region: Annotated[str, typer.Option("--region", help="AWS region.")] = "us-east-1",
+    output: Annotated[
+        OutputFormat, typer.Option("--output", "-o", help="json or table.")
+    ] = OutputFormat.json,
+) -> None:
+    """Print the instance-type catalog (capacity, allocatable, labels, offerings), offline."""
+    try:
+        document = bundled_catalog_document(region)
+    except ValueError as exc:
+        typer.echo(f"daiku catalog: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(json.dumps(document, indent=2) if output is OutputFormat.json else _table(document))
