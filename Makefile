@@ -4,7 +4,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: setup up test test-fast lint gen gen-check fmt bench
+.PHONY: setup up test test-fast lint gen gen-check fmt bench lint-deploy
 
 setup: $(UV)      ## install the locked environment into .venv
 	$(UV) sync --frozen
@@ -42,3 +42,10 @@ gen-check: gen    ## fail when the committed generated code is stale
 
 bench: setup
 	$(RUN) python bench/ice_retry.py
+
+lint-deploy: setup ## render every deploy/ overlay and validate it strictly (offline schemas)
+	@for overlay in deploy/overlays/*/; do \
+		echo "kubernetes-validate $$overlay"; \
+		kubectl kustomize $$overlay | $(RUN) kubernetes-validate --strict --quiet -k 1.32.0 - || exit 1; \
+	done
+	$(RUN) kubernetes-validate --strict --quiet -k 1.32.0 deploy/crds/daiku.dev_*.yaml
