@@ -133,11 +133,13 @@ def test_service_commands_and_flags() -> None:
     (scheduler,) = _containers(deployments["daiku-scheduler"])
     assert scheduler["command"] == ["python", "-m", "scheduler_svc"]
     assert "--leader-elect" in scheduler["args"]
-    assert "--actuator-address=daiku-actuator:50051" in scheduler["args"]
+    assert "--actuator-address=daiku-actuator.daiku.svc:50051" in scheduler["args"]
+    assert "--in-cluster" in scheduler["args"]
     (actuator,) = _containers(deployments["daiku-actuator"])
     assert actuator["command"] == ["python", "-m", "actuator_svc"]
     assert "--listen=0.0.0.0:50051" in actuator["args"]
     assert "--tls-cert-file=/etc/daiku/tls/tls.crt" in actuator["args"]
+    assert "--auth-token-file=/etc/daiku/token/token" in actuator["args"]
     assert actuator["readinessProbe"]["grpc"]["port"] == 50052
     assert actuator["livenessProbe"]["grpc"]["port"] == 50052
 
