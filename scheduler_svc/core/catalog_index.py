@@ -1,0 +1,174 @@
+"""The instance-type catalog indexed for the solver: bitsets, never a scan per pod.
+
+Instance types get positions (sorted by name); a set of types is a Python int used as a bitset.
+Label requirements map to bitsets through a per-label value index, resource fits through sorted
+per-resource thresholds, and offerings through a (zone, capacity type) index, so narrowing the
+types a NodeClaim may use costs a few integer ANDs.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from scheduler_svc.core.model import InstanceType, Resources, UnavailableOffering
+from scheduler_svc.core.requirements import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
+    Requirements,
+    ValueSet,
+)
+
+BASE_DIMENSIONS = ("cpu", "memory", "pods", "ephemeral-storage")
+
+
+def iter_bits(bits: int) -> Iterator[int]:
+    """Positions of the set bits, lowest first."""
+    while bits:
+        low = bits & -bits
+        yield low.bit_length() - 1
+        bits ^= low
+
+
+def resource_vector(resources: Resources, dimensions: Sequence[str]) -> tuple[int, ...]:
+    """Amounts in the order of ``dimensions``."""
+    amounts = resources.as_mapping()
+    return tuple(amounts.get(d, 0) for d in dimensions)
+
+
+@dataclass(frozen=True)
+class IndexedOffering:
+    """An available offering of the type at ``type_position``."""
+
+    price_per_hour: float
+    type_position: int
+    zone: str
+    capacity_type: str
+
+
+class CatalogIndex:
+    """Instance types by position with label, resource and offering indexes."""
+
+    def __init__(
+        self,
+        instance_types: Sequence[InstanceType],
+        dimensions: Sequence[str],
+        unavailable: frozenset[UnavailableOffering] = frozenset(),
+    ) -> None:
+        self.types = sorted(instance_types, key=lambda t: t.name)
+        self.dimensions = tuple(dimensions)
+        self.names = [t.name for t in self.types]
+        self.allocatable = [resource_vector(t.allocatable, dimensions) for t in self.types]
+        self.capacity = [resource_vector(t.capacity, dimensions) for t in self.types]
+        self.all_bits = (1 << len(self.types)) - 1
+        self.labels: list[dict[str, str]] = []
+        self.offerings: list[tuple[IndexedOffering, ...]] = []
+        self.label_index: dict[str, dict[str, int]] = {}
+        self.zone_capacity_bits: dict[tuple[str, str], int] = {}
+        for position, instance_type in enumerate(self.types):
+            labels = dict(instance_type.labels)
+            labels[LABEL_INSTANCE_TYPE] = instance_type.name
+            self.labels.append(labels)
+            for key, value in labels.items():
+                by_value = self.label_index.setdefault(key, {})
+                by_value[value] = by_value.get(value, 0) | (1 << position)
+            offerings = tuple(
+                sorted(
+                    (
+                        IndexedOffering(o.price_per_hour, position, o.zone, o.capacity_type)
+                        for o in instance_type.offerings
+                        if o.available
+                        and UnavailableOffering(instance_type.name, o.zone, o.capacity_type)
+                        not in unavailable
+                    ),
+                    key=lambda o: (o.price_per_hour, o.zone, o.capacity_type),
+                )
+            )
+            self.offerings.append(offerings)
+            for offering in offerings:
+                pair = (offering.zone, offering.capacity_type)
+                self.zone_capacity_bits[pair] = self.zone_capacity_bits.get(pair, 0) | (
+                    1 << position
+                )
+        self.zones = sorted({z for z, _ in self.zone_capacity_bits})
+        self.capacity_types = sorted({c for _, c in self.zone_capacity_bits})
+        # Per resource: thresholds ascending and, for each, the bitset of types at or above it.
+        self._fit_thresholds: list[list[int]] = []
+        self._fit_bits: list[list[int]] = []
+        for d in range(len(self.dimensions)):
+            order = sorted(range(len(self.types)), key=lambda p: self.allocatable[p][d])
+            thresholds = [self.allocatable[p][d] for p in order]
+            suffix = [0] * (len(order) + 1)
+            for i in range(len(order) - 1, -1, -1):
+                suffix[i] = suffix[i + 1] | (1 << order[i])
+            self._fit_thresholds.append(thresholds)
+            self._fit_bits.append(suffix)
+        self._requirement_cache: dict[Requirements, int] = {}
+        self._fits_cache: dict[tuple[int, ...], int] = {}
+
+    def fits(self, needed: Sequence[int]) -> int:
+        """Types whose allocatable holds ``needed`` in every resource."""
+        key = tuple(needed)
+        cached = self._fits_cache.get(key)
+        if cached is not None:
+            return cached
+        bits = self.all_bits
+        for d, amount in enumerate(key):
+            if amount > 0:
+                bits &= self._fit_bits[d][bisect.bisect_left(self._fit_thresholds[d], amount)]
+        if len(self._fits_cache) < 100_000:
+            self._fits_cache[key] = bits
+        return bits
+
+    def compatible(self, requirements: Requirements) -> int:
+        """Types (with an available offering) that can satisfy ``requirements``.
+
+        Keys no instance type carries (NodePool labels, custom keys) are left to the caller:
+        a launched node gets them from its NodePool.
+        """
+        cached = self._requirement_cache.get(requirements)
+        if cached is not None:
+            return cached
+        bits = self.offering_bits(
+            requirements.get(LABEL_ZONE), requirements.get(LABEL_CAPACITY_TYPE)
+        )
+        for key, value_set in requirements.items:
+            if key in (LABEL_ZONE, LABEL_CAPACITY_TYPE):
+                continue
+            by_value = self.label_index.get(key)
+            if by_value is None:
+                continue
+            allowed = 0
+            carrying = 0
+            for value, value_bits in by_value.items():
+                carrying |= value_bits
+                if value_set.allows(value):
+                    allowed |= value_bits
+            if value_set.allows_absent:
+                allowed |= self.all_bits & ~carrying
+            bits &= allowed
+        self._requirement_cache[requirements] = bits
+        return bits
+
+    def offering_bits(self, zones: ValueSet | None, capacity_types: ValueSet | None) -> int:
+        """Types with an available offering in an admitted zone and capacity type."""
+        bits = 0
+        for (zone, capacity_type), pair_bits in self.zone_capacity_bits.items():
+            if (zones is None or zones.allows(zone)) and (
+                capacity_types is None or capacity_types.allows(capacity_type)
+            ):
+                bits |= pair_bits
+        return bits
+
+    def matching_offerings(
+        self, position: int, zones: ValueSet | None, capacity_types: ValueSet | None
+    ) -> list[IndexedOffering]:
+        """The type's available offerings in admitted zones and capacity types, cheapest first."""
+        return [
+            o
+            for o in self.offerings[position]
+            if (zones is None or zones.allows(o.zone))
+            and (capacity_types is None or capacity_types.allows(o.capacity_type))
+        ]

@@ -1,0 +1,353 @@
+"""The solver's input and output: small frozen dataclasses in base units.
+
+Quantities are integers (``cpu_millis``, ``memory_bytes``); labels are plain mappings; every
+constraint is already parsed (``scheduler_svc.kube`` or ``daiku plan`` convert at the edge).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from scheduler_svc.core.requirements import Requirement, Requirements
+from scheduler_svc.core.taints import Taint, Toleration
+
+RESOURCE_CPU = "cpu"
+RESOURCE_MEMORY = "memory"
+RESOURCE_PODS = "pods"
+RESOURCE_EPHEMERAL_STORAGE = "ephemeral-storage"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Amounts of resources in integer base units (extended resources by name, sorted)."""
+
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    pods: int = 0
+    ephemeral_storage_bytes: int = 0
+    extended: tuple[tuple[str, int], ...] = ()
+
+    @staticmethod
+    def from_mapping(amounts: Mapping[str, int]) -> Resources:
+        """From Kubernetes resource names (``cpu`` in millis, the others in base units)."""
+        base = {RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_PODS, RESOURCE_EPHEMERAL_STORAGE}
+        return Resources(
+            cpu_millis=amounts.get(RESOURCE_CPU, 0),
+            memory_bytes=amounts.get(RESOURCE_MEMORY, 0),
+            pods=amounts.get(RESOURCE_PODS, 0),
+            ephemeral_storage_bytes=amounts.get(RESOURCE_EPHEMERAL_STORAGE, 0),
+            extended=tuple(sorted((k, v) for k, v in amounts.items() if k not in base and v)),
+        )
+
+    def as_mapping(self) -> dict[str, int]:
+        """Kubernetes resource names to amounts (zeros left out)."""
+        out = {
+            RESOURCE_CPU: self.cpu_millis,
+            RESOURCE_MEMORY: self.memory_bytes,
+            RESOURCE_PODS: self.pods,
+            RESOURCE_EPHEMERAL_STORAGE: self.ephemeral_storage_bytes,
+            **dict(self.extended),
+        }
+        return {k: v for k, v in out.items() if v}
+
+    def __add__(self, other: Resources) -> Resources:
+        a, b = self.as_mapping(), other.as_mapping()
+        return Resources.from_mapping({k: a.get(k, 0) + b.get(k, 0) for k in a.keys() | b.keys()})
+
+    def max_with(self, other: Resources) -> Resources:
+        """The larger amount of each resource."""
+        a, b = self.as_mapping(), other.as_mapping()
+        return Resources.from_mapping(
+            {k: max(a.get(k, 0), b.get(k, 0)) for k in a.keys() | b.keys()}
+        )
+
+
+@dataclass(frozen=True)
+class InitContainer:
+    """An init container's requests; ``is_sidecar`` for restartPolicy Always (KEP-753)."""
+
+    requests: Resources
+    is_sidecar: bool = False
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """A label selector as requirements (matchLabels become ``In [value]``)."""
+
+    requirements: Requirements = field(default_factory=Requirements)
+
+    @staticmethod
+    def of(
+        match_labels: Mapping[str, str] | None = None,
+        match_expressions: Iterable[Requirement] = (),
+    ) -> LabelSelector:
+        """From a Kubernetes selector's matchLabels and matchExpressions."""
+        labels = Requirements.from_labels(match_labels or {})
+        return LabelSelector(labels.intersect(Requirements.of(match_expressions)))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a pod with ``labels`` is selected."""
+        return self.requirements.matches(labels)
+
+
+class WhenUnsatisfiable(StrEnum):
+    """A topology spread constraint's hardness."""
+
+    DO_NOT_SCHEDULE = "DoNotSchedule"
+    SCHEDULE_ANYWAY = "ScheduleAnyway"
+
+
+@dataclass(frozen=True)
+class TopologySpreadConstraint:
+    """A pod's topology spread constraint (policies as in Kubernetes 1.27+)."""
+
+    topology_key: str
+    max_skew: int = 1
+    when_unsatisfiable: WhenUnsatisfiable = WhenUnsatisfiable.DO_NOT_SCHEDULE
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy_honor: bool = True
+    node_taints_policy_honor: bool = False
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodAffinityTerm:
+    """Pods selected by ``label_selector`` in ``namespaces`` (empty: the pod's own) within one
+    ``topology_key`` domain."""
+
+    topology_key: str
+    label_selector: LabelSelector = field(default_factory=LabelSelector)
+    namespaces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WeightedPodAffinityTerm:
+    """A preferred pod (anti-)affinity term."""
+
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True)
+class PreferredNodeAffinityTerm:
+    """A preferred node affinity term."""
+
+    weight: int
+    requirements: tuple[Requirement, ...]
+
+
+@dataclass(frozen=True)
+class HostPort:
+    """A host port a container binds (0.0.0.0 conflicts with every address)."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = "0.0.0.0"  # noqa: S104 - the Kubernetes default meaning "every address"
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Whether two pods binding these cannot share a node."""
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        wildcard = "0.0.0.0"  # noqa: S104
+        return self.host_ip in (wildcard, other.host_ip) or other.host_ip == wildcard
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod as the solver sees it. ``containers`` and ``init_containers`` carry requests;
+    ``volume_zones`` lists the zones its volumes allow (empty: no volume constraint)."""
+
+    name: str
+    namespace: str = "default"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    containers: tuple[Resources, ...] = ()
+    init_containers: tuple[InitContainer, ...] = ()
+    overhead: Resources = field(default_factory=Resources)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_node_affinity: tuple[tuple[Requirement, ...], ...] = ()
+    preferred_node_affinity: tuple[PreferredNodeAffinityTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    volume_zones: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    def requests(self) -> Resources:
+        """Effective requests: max(sum of containers + sidecars, each init container with the
+        sidecars started before it), plus overhead and one pod (kube-scheduler's rule)."""
+        sidecars = Resources()
+        init_peak = Resources()
+        for init in self.init_containers:
+            if init.is_sidecar:
+                sidecars = sidecars + init.requests
+                init_peak = init_peak.max_with(sidecars)
+            else:
+                init_peak = init_peak.max_with(init.requests + sidecars)
+        running = sidecars
+        for container in self.containers:
+            running = running + container
+        return running.max_with(init_peak) + self.overhead + Resources(pods=1)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node that exists (or an in-flight NodeClaim, ``is_in_flight``), with its bound pods.
+
+    ``taints`` block scheduling; an in-flight claim lists only its NodePool's taints, not its
+    startup taints. ``capacity`` counts against NodePool limits (allocatable when unknown).
+    """
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    allocatable: Resources = field(default_factory=Resources)
+    capacity: Resources | None = None
+    pods: tuple[Pod, ...] = ()
+    is_in_flight: bool = False
+
+    def nodepool(self) -> str | None:
+        """The NodePool that launched it (from its labels)."""
+        return self.labels.get("daiku.dev/nodepool") or self.labels.get("karpenter.sh/nodepool")
+
+
+@dataclass(frozen=True)
+class NodePoolLimits:
+    """Ceilings on the total capacity of a NodePool's nodes (None: no limit)."""
+
+    cpu_millis: int | None = None
+    memory_bytes: int | None = None
+    nodes: int | None = None
+
+    def is_limited(self) -> bool:
+        """Whether any limit is set."""
+        return any(v is not None for v in (self.cpu_millis, self.memory_bytes, self.nodes))
+
+
+@dataclass(frozen=True)
+class NodePool:
+    """A NodePool (Karpenter v1 fields the solver uses)."""
+
+    name: str
+    requirements: tuple[Requirement, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    weight: int = 0
+    limits: NodePoolLimits = field(default_factory=NodePoolLimits)
+
+
+@dataclass(frozen=True)
+class Offering:
+    """Where an instance type can be launched: zone x capacity type, at a price."""
+
+    zone: str
+    capacity_type: str
+    price_per_hour: float
+    available: bool = True
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """An instance type: capacity (what the node reports), allocatable (what pods get),
+    labels (``kubernetes.io/arch``, ``karpenter.k8s.aws/instance-*`` …) and offerings."""
+
+    name: str
+    capacity: Resources
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    offerings: tuple[Offering, ...] = ()
+
+
+@dataclass(frozen=True)
+class UnavailableOffering:
+    """An offering the actuator reported exhausted (insufficient capacity)."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+
+
+@dataclass(frozen=True)
+class SchedulingInput:
+    """One snapshot to solve. ``daemonsets`` are pod templates that will run on every new node
+    they tolerate and select."""
+
+    pods: tuple[Pod, ...]
+    nodepools: tuple[NodePool, ...]
+    instance_types: tuple[InstanceType, ...]
+    nodes: tuple[Node, ...] = ()
+    daemonsets: tuple[Pod, ...] = ()
+    unavailable_offerings: frozenset[UnavailableOffering] = frozenset()
+
+
+@dataclass(frozen=True)
+class OfferingOption:
+    """One launchable choice for a NodeClaim, in the order the actuator should try them."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price_per_hour: float
+
+
+@dataclass(frozen=True)
+class NodeClaimPlan:
+    """A NodeClaim to launch: its pods, requirements, and every compatible offering, cheapest
+    first (``offerings[0]`` is the choice; the rest are the fallbacks)."""
+
+    nodepool: str
+    requirements: tuple[Requirement, ...]
+    pods: tuple[str, ...]
+    requests: Resources
+    offerings: tuple[OfferingOption, ...]
+
+    @property
+    def instance_type(self) -> str:
+        """The chosen (cheapest) instance type."""
+        return self.offerings[0].instance_type
+
+    @property
+    def price_per_hour(self) -> float:
+        """The chosen offering's price."""
+        return self.offerings[0].price_per_hour
+
+
+@dataclass(frozen=True)
+class ExistingPlacement:
+    """Pods the plan puts on a node that exists (or a claim already in flight)."""
+
+    node: str
+    pods: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class UnschedulablePod:
+    """A pod the plan cannot place, with the reason a person can act on."""
+
+    pod: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SchedulingResult:
+    """The plan. Every input pod appears exactly once: in a claim, a placement or here."""
+
+    new_claims: tuple[NodeClaimPlan, ...]
+    existing_placements: tuple[ExistingPlacement, ...]
+    unschedulable: tuple[UnschedulablePod, ...]
+
+    @property
+    def total_price_per_hour(self) -> float:
+        """Sum of the chosen offerings' prices."""
+        return sum(claim.price_per_hour for claim in self.new_claims)
