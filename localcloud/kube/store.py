@@ -224,7 +224,9 @@ class Watcher:
         )
 
     def close(self) -> None:
+        """End the iteration; a `poll` waiting right now returns [] at once."""
         self._closed = True
+        self._store.wake(self._bucket)
 
     @property
     def closed(self) -> bool:
@@ -508,9 +510,14 @@ class Store:
             dropped = len(bucket.log) - self._event_window
             bucket.floor_rv = bucket.log[dropped - 1].resource_version
             del bucket.log[:dropped]
+        self.wake(bucket)
+        return obj
+
+    @staticmethod
+    def wake(bucket: _Bucket) -> None:
+        """Wake every watcher waiting on `bucket` (they re-check their position)."""
         changed, bucket.changed = bucket.changed, asyncio.Event()
         changed.set()
-        return obj
 
     def _index_owners(
         self, rt: ResourceType, obj: JsonObject | None, previous: JsonObject | None

@@ -1,0 +1,598 @@
+"""The Kubernetes REST API over aiohttp, in front of a `Store`.
+
+Routes: `/version`, `/healthz` (`/livez`, `/readyz`) without auth; everything else needs
+`Authorization: Bearer <token>` (401 Status otherwise). `/api`, `/api/v1`, `/apis`,
+`/apis/<group>`, `/apis/<group>/<version>` are discovery; resource paths are
+
+    /api/v1[/namespaces/<ns>]/<plural>[/<name>[/<subresource>]]
+    /apis/<group>/<version>[/namespaces/<ns>]/<plural>[/<name>[/<subresource>]]
+
+with GET (get, list, `watch=true` streams one JSON event per line over chunked HTTP), POST
+(create; pods/binding, pods/eviction), PUT (update; /status, /scale), PATCH (merge, JSON,
+strategic merge; `application/apply-patch+yaml` is approximated, see below), DELETE (object
+or collection). Query booleans are accepted in any case (`watch=True`, `watch=1`). Every error
+is a `Status` object. `Accept: application/json;as=Table;...` returns a meta.k8s.io/v1 Table.
+`limit`/`continue` are accepted and ignored (the whole list is returned, with no continue
+token), which clients treat as the last page. `/openapi/v2` and `/openapi/v3` answer 404,
+and kubectl then falls back to its compiled-in types.
+
+Server-side apply (`kubectl apply --server-side`) is approximated: create when absent, else a
+strategic merge (merge for custom resources) of the applied configuration, with no field
+ownership or conflict detection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import structlog
+import yaml
+from aiohttp import web
+
+from localcloud.kube import discovery
+from localcloud.kube.errors import (
+    ApiError,
+    BadRequest,
+    Gone,
+    InternalError,
+    MethodNotAllowed,
+    NotFound,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from localcloud.kube.resources import ResourceType
+from localcloud.kube.store import Store, WatchEvent, apply_patch, copy_json
+from localcloud.kube.tables import to_table
+
+JsonObject = dict[str, Any]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+log = structlog.get_logger("localcloud.kube.api")
+
+_PUBLIC_PATHS: Final = frozenset({"/version", "/healthz", "/livez", "/readyz"})
+_PATCH_TYPES: Final = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
+}
+_DEFAULT_WATCH_TIMEOUT_SECONDS: Final = 1800.0
+_JSON: Final = "application/json"
+
+
+def _flag(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in ("true", "1", "yes")
+
+
+def _int(value: str | None, name: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError as error:
+        raise BadRequest(f"invalid value for {name}: {value!r}") from error
+
+
+def _json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(body, separators=(",", ":")).encode(),
+        status=status,
+        content_type=_JSON,
+    )
+
+
+def _status_success(code: int = 200, details: JsonObject | None = None) -> JsonObject:
+    status: JsonObject = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "code": code,
+    }
+    if details:
+        status["details"] = details
+    return status
+
+
+def _wants_table(request: web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+class KubeApi:
+    """The aiohttp application serving `store`; `close_watches()` ends every open watch."""
+
+    def __init__(
+        self,
+        store: Store,
+        token: str,
+        *,
+        bookmark_interval_seconds: float = 10.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.token = token
+        self.bookmark_interval_seconds = bookmark_interval_seconds
+        self._clock = clock
+        self._closing = False
+        self._watchers: set[Any] = set()
+
+    def application(self) -> web.Application:
+        app = web.Application(
+            middlewares=[self._errors, self._authenticate], client_max_size=64 << 20
+        )
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        return app
+
+    def close_watches(self) -> None:
+        self._closing = True
+        for watcher in list(self._watchers):
+            watcher.close()
+
+    # ----------------------------------------------------------------- middleware
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except ApiError as error:
+            if error.code >= 500:
+                log.warning(
+                    "kube_api_error", path=request.path, method=request.method, error=str(error)
+                )
+            return _json_response(error.to_status(), error.code)
+        except web.HTTPException:
+            raise
+        except Exception as error:
+            log.exception("kube_api_internal_error", path=request.path, method=request.method)
+            failure = InternalError(f"localcloud apiserver: {type(error).__name__}: {error}")
+            return _json_response(failure.to_status(), 500)
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in _PUBLIC_PATHS:
+            header = request.headers.get("Authorization", "")
+            scheme, _, presented = header.partition(" ")
+            if scheme.lower() != "bearer" or presented.strip() != self.token:
+                raise Unauthorized("Unauthorized")
+        return await handler(request)
+
+    # ----------------------------------------------------------------- routing
+
+    async def _dispatch(  # noqa: PLR0911, PLR0912 - one branch per discovery path
+        self, request: web.Request
+    ) -> web.StreamResponse:
+        path = request.path
+        if path == "/version":
+            return _json_response(discovery.SERVER_VERSION)
+        if path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok")
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["openapi", "v3"]:
+            return self._openapi_v3(parts[2:])
+        if not parts or parts[0] not in ("api", "apis"):
+            raise NotFound("the server could not find the requested resource")
+        types = self.store.resource_types()
+        if parts[0] == "api":
+            if len(parts) == 1:
+                return _json_response(discovery.api_versions(request.host))
+            group, version, rest = "", parts[1], parts[2:]
+        else:
+            if len(parts) == 1:
+                return _json_response(discovery.api_group_list(types))
+            if len(parts) == 2:
+                document = discovery.api_group(parts[1], types)
+                if document is None:
+                    raise NotFound("the server could not find the requested resource")
+                return _json_response(document)
+            group, version, rest = parts[1], parts[2], parts[3:]
+        group_version = f"{group}/{version}" if group else version
+        if not rest:
+            served = [t for t in types if t.api_version == group_version]
+            if not served:
+                raise NotFound("the server could not find the requested resource")
+            return _json_response(discovery.resource_list(group_version, served))
+        namespace: str | None = None
+        if (
+            rest[0] == "namespaces"
+            and len(rest) >= 3
+            and not (group == "" and len(rest) == 3 and rest[2] in ("status", "finalize"))
+        ):
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            raise NotFound("the server could not find the requested resource")
+        if group_version == "v1" and rest[0] == "bindings" and len(rest) == 1:
+            # the legacy Binding collection: POST /api/v1/namespaces/<ns>/bindings
+            if request.method != "POST" or namespace is None:
+                raise MethodNotAllowed("bindings only support create")
+            body = await self._body(request)
+            pod_name = str((body.get("metadata") or {}).get("name") or "")
+            return await self._bind(body, namespace, pod_name)
+        key = f"{group_version}/{rest[0]}"
+        rt = next((t for t in types if t.key == key), None)
+        if rt is None:
+            raise NotFound("the server could not find the requested resource")
+        if namespace is not None and not rt.namespaced:
+            raise NotFound("the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        subresource = rest[2] if len(rest) > 2 else None
+        if rt.namespaced and name is not None and namespace is None:
+            raise NotFound("the server could not find the requested resource")
+        return await self._serve(request, rt, namespace, name, subresource)
+
+    def _openapi_v3(self, rest: list[str]) -> web.Response:
+        types = self.store.resource_types()
+        if not rest:
+            return _json_response(discovery.openapi_v3_root(types))
+        if rest[0] == "api" and len(rest) == 2:
+            document = discovery.openapi_v3_group_version(rest[1], types)
+        elif rest[0] == "apis" and len(rest) == 3:
+            document = discovery.openapi_v3_group_version(f"{rest[1]}/{rest[2]}", types)
+        else:
+            document = None
+        if document is None:
+            raise NotFound("the server could not find the requested resource")
+        return _json_response(document)
+
+    async def _serve(  # noqa: PLR0911, PLR0912 - one branch per verb and subresource
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str | None,
+        subresource: str | None,
+    ) -> web.StreamResponse:
+        method = request.method
+        query = request.query
+        if "dryRun" in query and method != "GET":
+            raise BadRequest("dryRun is not supported by the localcloud apiserver")
+        if name is None:
+            if method == "GET":
+                if _flag(query.get("watch")):
+                    return await self._watch(request, rt, namespace)
+                return await self._list(request, rt, namespace)
+            if method == "POST":
+                created = await self.store.create(rt, await self._body(request), namespace)
+                return _json_response(created, 201)
+            if method == "DELETE":
+                return await self._delete_collection(request, rt, namespace)
+            raise MethodNotAllowed(f"{method} is not supported on a collection")
+        if subresource == "scale" and rt.has_scale:
+            return await self._scale(request, rt, namespace, name)
+        if subresource in ("binding", "eviction") and rt.key == "v1/pods" and method == "POST":
+            return await self._pod_action(request, subresource, namespace or "", name)
+        if subresource not in (None, "status", "finalize") or (
+            subresource == "status" and not rt.has_status
+        ):
+            raise NotFound("the server could not find the requested resource")
+        stored_subresource = "status" if subresource == "status" else None
+        if method == "GET":
+            obj = await self.store.get(rt, name, namespace)
+            if _wants_table(request):
+                return _json_response(
+                    self._table(request, rt, [obj], obj["metadata"]["resourceVersion"])
+                )
+            return _json_response(obj)
+        if method == "PUT":
+            body = await self._body(request)
+            if isinstance(body.get("metadata"), dict) and body["metadata"].get("name") not in (
+                None,
+                name,
+            ):
+                raise BadRequest(
+                    f"the name of the object ({body['metadata'].get('name')}) does not match the "
+                    f"name on the URL ({name})"
+                )
+            body.setdefault("metadata", {})["name"] = name
+            return _json_response(
+                await self.store.update(rt, body, namespace, subresource=stored_subresource)
+            )
+        if method == "PATCH":
+            return await self._patch(request, rt, namespace, name, stored_subresource)
+        if method == "DELETE":
+            return await self._delete(request, rt, namespace, name)
+        raise MethodNotAllowed(f"{method} is not supported on {rt.group_resource}")
+
+    # ----------------------------------------------------------------- bodies
+
+    async def _body(self, request: web.Request) -> JsonObject:
+        raw = await request.read()
+        if not raw.strip():
+            return {}
+        content_type = request.content_type
+        try:
+            body = yaml.safe_load(raw) if "yaml" in content_type else json.loads(raw)
+        except (ValueError, yaml.YAMLError) as error:
+            raise BadRequest(f"the request body is not valid {content_type}: {error}") from error
+        if not isinstance(body, dict | list):
+            raise BadRequest("the request body must be a JSON object")
+        return body  # type: ignore[return-value]  # lists only reach the JSON-patch path
+
+    # ----------------------------------------------------------------- reads
+
+    def _table(
+        self, request: web.Request, rt: ResourceType, objects: list[JsonObject], rv: str
+    ) -> JsonObject:
+        include = request.query.get("includeObject", "PartialObjectMetadata")
+        return to_table(rt, objects, self._clock(), resource_version=rv, include_object=include)
+
+    async def _list(
+        self, request: web.Request, rt: ResourceType, namespace: str | None
+    ) -> web.Response:
+        query = request.query
+        # copy=False: the HTTP layer only serialises the stored objects
+        listed = await self.store.list(
+            rt,
+            namespace,
+            query.get("labelSelector", ""),
+            query.get("fieldSelector", ""),
+            copy=False,
+        )
+        items, rv = listed.items, str(listed.resource_version)
+        if _wants_table(request):
+            return _json_response(self._table(request, rt, items, rv))
+        return _json_response(
+            {
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": rv},
+                "items": items,
+            }
+        )
+
+    async def _watch(  # noqa: PLR0912, PLR0915 - the watch stream's states in one place
+        self, request: web.Request, rt: ResourceType, namespace: str | None
+    ) -> web.StreamResponse:
+        query = request.query
+        timeout = _int(query.get("timeoutSeconds"), "timeoutSeconds")
+        timeout_seconds = float(timeout) if timeout else _DEFAULT_WATCH_TIMEOUT_SECONDS
+        bookmarks = _flag(query.get("allowWatchBookmarks"))
+        send_initial = _flag(query.get("sendInitialEvents"))
+        table = _wants_table(request)
+        include = query.get("includeObject", "PartialObjectMetadata")
+        failure: Gone | None = None
+        watcher = None
+        try:
+            watcher = self.store.watch(
+                rt,
+                namespace,
+                query.get("resourceVersion") or None,
+                query.get("labelSelector", ""),
+                query.get("fieldSelector", ""),
+                copy=False,
+            )
+        except Gone as error:
+            failure = error
+        response = web.StreamResponse(status=200, headers={"Content-Type": _JSON})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        if failure is not None or watcher is None:
+            await response.write(_error_line(failure or Gone("watch failed")))
+            await response.write_eof()
+            return response
+        self._watchers.add(watcher)
+        deadline = time.monotonic() + timeout_seconds
+        columns_sent = False
+        try:
+            if send_initial:
+                # WatchList: the current objects, then a bookmark marking their end
+                initial = watcher.take()
+                if table:
+                    await response.write(
+                        b"".join(
+                            self._table_event(rt, e, include, i == 0) for i, e in enumerate(initial)
+                        )
+                    )
+                    columns_sent = bool(initial)
+                else:
+                    await response.write(b"".join(e.encoded() for e in initial))
+                await response.write(_bookmark_line(rt, watcher.cursor_rv, initial_end=True))
+            while not self._closing:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    events = await watcher.poll(min(remaining, self.bookmark_interval_seconds))
+                except Gone as error:
+                    await response.write(_error_line(error))
+                    break
+                if request.transport is None or request.transport.is_closing():
+                    break
+                if events:
+                    if table:
+                        lines = []
+                        for event in events:
+                            lines.append(self._table_event(rt, event, include, not columns_sent))
+                            columns_sent = True
+                        await response.write(b"".join(lines))
+                    else:
+                        await response.write(b"".join(e.encoded() for e in events))
+                if not events and bookmarks and time.monotonic() < deadline:
+                    await response.write(_bookmark_line(rt, watcher.cursor_rv))
+        except (ConnectionResetError, asyncio.CancelledError):
+            watcher.close()
+            self._watchers.discard(watcher)
+            raise
+        finally:
+            watcher.close()
+            self._watchers.discard(watcher)
+        await response.write_eof()
+        return response
+
+    def _table_event(
+        self, rt: ResourceType, event: WatchEvent, include: str, columns: bool
+    ) -> bytes:
+        table = to_table(
+            rt,
+            [event.object],
+            self._clock(),
+            resource_version=str(event.resource_version),
+            include_object=include,
+            with_columns=columns,
+        )
+        return (json.dumps({"type": event.type, "object": table}) + "\n").encode()
+
+    # ----------------------------------------------------------------- writes
+
+    async def _patch(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        subresource: str | None,
+    ) -> web.Response:
+        patch_type = _PATCH_TYPES.get(request.content_type)
+        if patch_type is None:
+            raise UnsupportedMediaType(
+                f"the body of the request was in an unknown format ({request.content_type}) - "
+                "accepted media types include: application/json-patch+json, "
+                "application/merge-patch+json, application/apply-patch+yaml"
+            )
+        body = await self._body(request)
+        if patch_type == "apply":
+            return await self._server_side_apply(rt, namespace, name, body)
+        return _json_response(
+            await self.store.patch(
+                rt, name, body, patch_type, namespace=namespace, subresource=subresource
+            )
+        )
+
+    async def _server_side_apply(
+        self, rt: ResourceType, namespace: str | None, name: str, body: JsonObject
+    ) -> web.Response:
+        if not isinstance(body, dict):
+            raise BadRequest("an apply patch must be an object")
+        body.setdefault("metadata", {})["name"] = name
+        body["metadata"].pop("managedFields", None)
+        try:
+            await self.store.get(rt, name, namespace)
+        except NotFound:
+            return _json_response(await self.store.create(rt, body, namespace), 201)
+        patch_type = "strategic" if rt.strategic_patch else "merge"
+        return _json_response(
+            await self.store.patch(rt, name, body, patch_type, namespace=namespace)
+        )
+
+    async def _delete_options(self, request: web.Request) -> JsonObject:
+        options: JsonObject = {}
+        if request.can_read_body:
+            body = await self._body(request)
+            if isinstance(body, dict):
+                options = body
+        query = request.query
+        grace = _int(query.get("gracePeriodSeconds"), "gracePeriodSeconds")
+        if grace is not None:
+            options["gracePeriodSeconds"] = grace
+        if query.get("propagationPolicy"):
+            options["propagationPolicy"] = query["propagationPolicy"]
+        if "orphanDependents" in options and "propagationPolicy" not in options:
+            options["propagationPolicy"] = "Orphan" if options["orphanDependents"] else "Background"
+        return options
+
+    async def _delete(
+        self, request: web.Request, rt: ResourceType, namespace: str | None, name: str
+    ) -> web.Response:
+        options = await self._delete_options(request)
+        deleted = await self.store.delete(
+            rt,
+            name,
+            namespace,
+            grace_period_seconds=options.get("gracePeriodSeconds"),
+            propagation_policy=options.get("propagationPolicy"),
+            preconditions=options.get("preconditions"),
+        )
+        return _json_response(deleted)
+
+    async def _delete_collection(
+        self, request: web.Request, rt: ResourceType, namespace: str | None
+    ) -> web.Response:
+        options = await self._delete_options(request)
+        matched = await self.store.list(
+            rt,
+            namespace,
+            request.query.get("labelSelector", ""),
+            request.query.get("fieldSelector", ""),
+            copy=False,
+        )
+        deleted = []
+        for obj in matched.items:
+            meta = obj["metadata"]
+            try:
+                deleted.append(
+                    await self.store.delete(
+                        rt,
+                        meta["name"],
+                        meta.get("namespace"),
+                        grace_period_seconds=options.get("gracePeriodSeconds"),
+                        propagation_policy=options.get("propagationPolicy"),
+                    )
+                )
+            except NotFound:
+                continue  # collected meanwhile, e.g. as a dependent of an earlier item
+        return _json_response(
+            {
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(self.store.resource_version)},
+                "items": deleted,
+            }
+        )
+
+    async def _scale(
+        self, request: web.Request, rt: ResourceType, namespace: str | None, name: str
+    ) -> web.Response:
+        current = await self.store.scale(rt, name, namespace)
+        if request.method == "GET":
+            return _json_response(current)
+        if request.method == "PUT":
+            body = await self._body(request)
+        elif request.method == "PATCH":
+            patch_type = _PATCH_TYPES.get(request.content_type, "merge")
+            patch_type = "merge" if patch_type in ("strategic", "apply") else patch_type
+            scale_type = ResourceType("autoscaling", "v1", "scale", "Scale", namespaced=True)
+            body = apply_patch(
+                scale_type, copy_json(current), await self._body(request), patch_type
+            )
+        else:
+            raise MethodNotAllowed(f"{request.method} is not supported on {rt.plural}/scale")
+        replicas = (body.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int):
+            raise BadRequest(f"Scale {name}: spec.replicas must be an integer")
+        wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+        return _json_response(
+            await self.store.set_scale(rt, name, replicas, namespace, resource_version=wanted_rv)
+        )
+
+    async def _bind(self, body: JsonObject, namespace: str, name: str) -> web.Response:
+        target = body.get("target") or {}
+        if not name or not target.get("name"):
+            raise BadRequest(f"binding of pod {name!r}: metadata.name and target.name are required")
+        await self.store.bind(namespace, name, str(target["name"]))
+        return _json_response(_status_success(201), 201)
+
+    async def _pod_action(
+        self, request: web.Request, action: str, namespace: str, name: str
+    ) -> web.Response:
+        body = await self._body(request)
+        if action == "binding":
+            return await self._bind(body, namespace, name)
+        options = body.get("deleteOptions") or {}
+        await self.store.evict(namespace, name, options.get("gracePeriodSeconds"))
+        return _json_response(_status_success(201), 201)
+
+
+def _error_line(error: ApiError) -> bytes:
+    return (json.dumps({"type": "ERROR", "object": error.to_status()}) + "\n").encode()
+
+
+def _bookmark_line(rt: ResourceType, resource_version: int, *, initial_end: bool = False) -> bytes:
+    metadata: JsonObject = {"resourceVersion": str(resource_version)}
+    if initial_end:
+        metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
+    obj = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": metadata}
+    return (json.dumps({"type": "BOOKMARK", "object": obj}) + "\n").encode()

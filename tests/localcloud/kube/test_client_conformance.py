@@ -1,0 +1,356 @@
+"""Conformance through kubernetes_asyncio: the semantics daiku's watch loops rely on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from localcloud.kube.server import KubeApiServer
+
+
+def pod_body(
+    name: str, labels: dict[str, str] | None = None, node: str | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "app", "image": "nginx"}]}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def status_of(error: ApiException) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(error.body)
+    return body
+
+
+async def test_unauthenticated_requests_get_a_401_status(kube: KubeApiServer) -> None:
+    """A missing or wrong bearer token is a 401 Status object; /version needs none."""
+    async with aiohttp.ClientSession() as session:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            async with session.get(
+                f"{kube.url}/api/v1/pods", headers=headers, ssl=False
+            ) as response:
+                assert response.status == 401
+                body = await response.json()
+                assert (body["kind"], body["reason"], body["code"]) == (
+                    "Status",
+                    "Unauthorized",
+                    401,
+                )
+        async with session.get(f"{kube.url}/version", ssl=False) as response:
+            assert (await response.json())["major"] == "1"
+
+
+async def test_list_then_watch_resumes_from_the_list_version(k8s: client.ApiClient) -> None:
+    """A watch from a list's resourceVersion replays exactly the changes made after the list."""
+    core = client.CoreV1Api(k8s)
+    await core.create_namespaced_pod("default", pod_body("before"))
+    listed = await core.list_namespaced_pod("default")
+    assert [p.metadata.name for p in listed.items] == ["before"]
+    await core.create_namespaced_pod("default", pod_body("after"))
+    await core.patch_namespaced_pod("before", "default", {"metadata": {"labels": {"x": "1"}}})
+    await core.delete_namespaced_pod("before", "default")
+    seen = []
+    async with watch.Watch().stream(
+        core.list_namespaced_pod,
+        "default",
+        resource_version=listed.metadata.resource_version,
+        timeout_seconds=1,
+    ) as stream:
+        async for event in stream:
+            seen.append((event["type"], event["object"].metadata.name))
+            if len(seen) == 3:
+                break
+    assert seen == [("ADDED", "after"), ("MODIFIED", "before"), ("DELETED", "before")]
+
+
+async def test_bookmarks_arrive_when_allowed(k8s: client.ApiClient) -> None:
+    """With allowWatchBookmarks a quiet watch gets BOOKMARKs carrying the current version."""
+    core = client.CoreV1Api(k8s)
+    listed = await core.list_node()
+    response = await core.list_node(
+        watch=True,
+        allow_watch_bookmarks=True,
+        resource_version=listed.metadata.resource_version,
+        timeout_seconds=1,
+        _preload_content=False,
+    )
+    first = json.loads(await response.content.readline())
+    response.release()
+    assert first["type"] == "BOOKMARK"
+    assert first["object"]["metadata"]["resourceVersion"] == listed.metadata.resource_version
+
+
+async def test_watch_from_a_compacted_version_is_410_then_relist_recovers(
+    kube: KubeApiServer, k8s: client.ApiClient
+) -> None:
+    """A watch from a version older than the retained window fails with 410; a relist and a
+    watch from its version work."""
+    core = client.CoreV1Api(k8s)
+    old = (await core.list_node()).metadata.resource_version
+    for i in range(120):  # the fixture's window keeps 50 events per resource
+        await kube.store.create("nodes", {"metadata": {"name": f"n{i}"}})
+
+    async def watch_from_old_version() -> None:
+        async with watch.Watch().stream(
+            core.list_node, resource_version=old, timeout_seconds=1
+        ) as stream:
+            async for _ in stream:
+                pass
+
+    with pytest.raises(ApiException) as gone:
+        await watch_from_old_version()
+    assert gone.value.status == 410
+    relisted = await core.list_node()
+    assert len(relisted.items) == 120
+    await core.delete_node("n0")
+    async with watch.Watch().stream(
+        core.list_node, resource_version=relisted.metadata.resource_version, timeout_seconds=1
+    ) as stream:
+        async for event in stream:
+            assert (event["type"], event["object"].metadata.name) == ("DELETED", "n0")
+            break
+
+
+async def test_conflicts_and_already_exists(k8s: client.ApiClient) -> None:
+    """A stale resourceVersion on replace is 409 Conflict; creating an existing name is 409
+    AlreadyExists."""
+    core = client.CoreV1Api(k8s)
+    created = await core.create_namespaced_pod("default", pod_body("p"))
+    created.metadata.labels = {"a": "1"}
+    await core.replace_namespaced_pod("p", "default", created)
+    created.metadata.labels = {"a": "2"}
+    with pytest.raises(ApiException) as conflict:
+        await core.replace_namespaced_pod("p", "default", created)
+    assert (conflict.value.status, status_of(conflict.value)["reason"]) == (409, "Conflict")
+    with pytest.raises(ApiException) as exists:
+        await core.create_namespaced_pod("default", pod_body("p"))
+    assert (exists.value.status, status_of(exists.value)["reason"]) == (409, "AlreadyExists")
+    with pytest.raises(ApiException) as missing:
+        await core.read_namespaced_pod("nope", "default")
+    assert status_of(missing.value)["message"] == 'pods "nope" not found'
+
+
+async def test_finalizer_holds_deletion(k8s: client.ApiClient) -> None:
+    """A node with a finalizer survives delete with a deletionTimestamp until the finalizer goes."""
+    core = client.CoreV1Api(k8s)
+    await core.create_node({"metadata": {"name": "n1", "finalizers": ["daiku.dev/termination"]}})
+    await core.delete_node("n1")
+    held = await core.read_node("n1")
+    assert held.metadata.deletion_timestamp is not None
+    await core.patch_node("n1", [{"op": "remove", "path": "/metadata/finalizers"}])
+    with pytest.raises(ApiException) as gone:
+        await core.read_node("n1")
+    assert gone.value.status == 404
+
+
+async def test_status_subresource_isolation(k8s: client.ApiClient) -> None:
+    """Writes to the main endpoint ignore status; writes to /status ignore spec."""
+    core = client.CoreV1Api(k8s)
+    await core.create_namespaced_pod("default", pod_body("p"))
+    await core.patch_namespaced_pod("p", "default", {"status": {"phase": "Running"}})
+    assert (await core.read_namespaced_pod("p", "default")).status.phase == "Pending"
+    await core.patch_namespaced_pod_status(
+        "p", "default", {"status": {"phase": "Running"}, "spec": {"nodeName": "n9"}}
+    )
+    pod = await core.read_namespaced_pod_status("p", "default")
+    assert (pod.status.phase, pod.spec.node_name) == ("Running", None)
+
+
+async def test_label_and_field_selectors(k8s: client.ApiClient) -> None:
+    """Label selectors (=, !=, in, notin, exists, !exists) and field selectors filter lists."""
+    core = client.CoreV1Api(k8s)
+    await core.create_namespaced_pod(
+        "default", pod_body("a", {"app": "web", "tier": "1"}, node="n1")
+    )
+    await core.create_namespaced_pod("default", pod_body("b", {"app": "db"}, node="n2"))
+    await core.create_namespaced_pod("kube-system", pod_body("c", {"app": "web"}))
+
+    async def names(**kwargs: str) -> list[str]:
+        listed = await core.list_pod_for_all_namespaces(**kwargs)
+        return sorted(p.metadata.name for p in listed.items)
+
+    assert await names(label_selector="app=web") == ["a", "c"]
+    assert await names(label_selector="app!=web") == ["b"]
+    assert await names(label_selector="app in (web,db),tier") == ["a"]
+    assert await names(label_selector="app notin (web),!tier") == ["b"]
+    assert await names(field_selector="spec.nodeName=n2") == ["b"]
+    assert await names(field_selector="metadata.namespace=kube-system") == ["c"]
+    assert await names(field_selector="spec.nodeName=,status.phase=Pending") == ["c"]
+
+
+async def test_patch_flavours(k8s: client.ApiClient) -> None:
+    """JSON patch, merge patch and strategic merge patch each apply as the apiserver does."""
+    core = client.CoreV1Api(k8s)
+    body = pod_body("p", {"app": "web"})
+    body["spec"]["containers"].append({"name": "sidecar", "image": "envoy"})
+    await core.create_namespaced_pod("default", body)
+    await core.patch_namespaced_pod(
+        "p", "default", {"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}}
+    )  # strategic: merged by container name
+    pod = await core.read_namespaced_pod("p", "default")
+    assert [(c.name, c.image) for c in pod.spec.containers] == [
+        ("app", "nginx:2"),
+        ("sidecar", "envoy"),
+    ]
+    await core.patch_namespaced_pod(
+        "p",
+        "default",
+        {"metadata": {"labels": {"app": None, "v": "2"}}},
+        _content_type="application/merge-patch+json",
+    )
+    await core.patch_namespaced_pod(
+        "p", "default", [{"op": "add", "path": "/metadata/annotations", "value": {"a": "b"}}]
+    )
+    pod = await core.read_namespaced_pod("p", "default")
+    assert (pod.metadata.labels, pod.metadata.annotations) == ({"v": "2"}, {"a": "b"})
+
+
+async def test_eviction_respects_pod_disruption_budget(k8s: client.ApiClient) -> None:
+    """Evicting the last pod a PodDisruptionBudget needs is refused with 429."""
+    core, policy = client.CoreV1Api(k8s), client.PolicyV1Api(k8s)
+    for name in ("a", "b"):
+        await core.create_namespaced_pod("default", pod_body(name, {"app": "web"}, node="n1"))
+        await core.patch_namespaced_pod_status(
+            name,
+            "default",
+            {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+        )
+    await policy.create_namespaced_pod_disruption_budget(
+        "default",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "a", "namespace": "default"},
+    }
+    await core.create_namespaced_pod_eviction("a", "default", eviction)
+    assert (await core.read_namespaced_pod("a", "default")).metadata.deletion_timestamp is not None
+    with pytest.raises(ApiException) as blocked:
+        await core.create_namespaced_pod_eviction(
+            "b", "default", {**eviction, "metadata": {"name": "b"}}
+        )
+    assert blocked.value.status == 429
+    assert status_of(blocked.value)["details"]["causes"][0]["reason"] == "DisruptionBudget"
+
+
+async def test_custom_resources_follow_their_crd(k8s: client.ApiClient) -> None:
+    """An applied CRD serves its kind (cluster-scoped, with a status subresource) through the
+    custom objects API."""
+    extensions = client.ApiextensionsV1Api(k8s)
+    await extensions.create_custom_resource_definition(
+        {
+            "metadata": {"name": "gadgets.example.com"},
+            "spec": {
+                "group": "example.com",
+                "scope": "Cluster",
+                "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "subresources": {"status": {}},
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    custom = client.CustomObjectsApi(k8s)
+    body = {
+        "apiVersion": "example.com/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "g"},
+        "spec": {"size": 1},
+    }
+    await custom.create_cluster_custom_object("example.com", "v1", "gadgets", body)
+    # kubernetes_asyncio labels a dict body json-patch for custom objects; like the real
+    # apiserver we refuse that, so callers name the merge patch type
+    merge = "application/merge-patch+json"
+    with pytest.raises(ApiException) as mislabelled:
+        await custom.patch_cluster_custom_object(
+            "example.com", "v1", "gadgets", "g", {"spec": {"size": 2}}
+        )
+    assert mislabelled.value.status == 400
+    await custom.patch_cluster_custom_object_status(
+        "example.com", "v1", "gadgets", "g", {"status": {"ready": True}}, _content_type=merge
+    )
+    await custom.patch_cluster_custom_object(
+        "example.com", "v1", "gadgets", "g", {"spec": {"size": 2}}, _content_type=merge
+    )
+    gadget = await custom.get_cluster_custom_object("example.com", "v1", "gadgets", "g")
+    assert (gadget["spec"], gadget["status"], gadget["metadata"]["generation"]) == (
+        {"size": 2},
+        {"ready": True},
+        2,
+    )
+    listed = await custom.list_cluster_custom_object("example.com", "v1", "gadgets")
+    assert [g["metadata"]["name"] for g in listed["items"]] == ["g"]
+
+
+async def test_scale_subresource_and_binding(k8s: client.ApiClient) -> None:
+    """Deployments scale through /scale; pods bind to a node through /binding."""
+    apps, core = client.AppsV1Api(k8s), client.CoreV1Api(k8s)
+    await apps.create_namespaced_deployment(
+        "default",
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "a", "image": "x"}]},
+                },
+            },
+        },
+    )
+    await apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 4}})
+    scale = await apps.read_namespaced_deployment_scale("web", "default")
+    assert (scale.spec.replicas, scale.status.selector) == (4, "app=web")
+    await core.create_namespaced_pod("default", pod_body("p"))
+    binding = {
+        "metadata": {"name": "p"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
+    }
+    await core.create_namespaced_binding("default", binding, _preload_content=False)
+    assert (await core.read_namespaced_pod("p", "default")).spec.node_name == "n1"
+
+
+async def test_query_booleans_in_any_case_and_tables(kube: KubeApiServer) -> None:
+    """watch=True and watch=1 both stream; a Table Accept header returns rows with cells."""
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    await kube.store.create("nodes", {"metadata": {"name": "n1"}})
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for value in ("True", "1", "true"):
+            url = f"{kube.url}/api/v1/nodes?watch={value}&timeoutSeconds=1"
+            async with session.get(url, ssl=False) as response:
+                line = await asyncio.wait_for(response.content.readline(), 5)
+                assert json.loads(line)["type"] == "ADDED"
+        table_accept = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
+        async with session.get(
+            f"{kube.url}/api/v1/nodes", headers=table_accept, ssl=False
+        ) as response:
+            table = await response.json()
+        assert table["kind"] == "Table"
+        assert table["rows"][0]["cells"][0] == "n1"
+        assert [c["name"] for c in table["columnDefinitions"]][:2] == ["Name", "Status"]
