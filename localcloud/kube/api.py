@@ -128,6 +128,11 @@ class KubeApi:
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         return app
 
+    @property
+    def open_watches(self) -> int:
+        """How many watch streams are being served right now."""
+        return len(self._watchers)
+
     def close_watches(self) -> None:
         self._closing = True
         for watcher in list(self._watchers):

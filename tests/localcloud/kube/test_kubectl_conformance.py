@@ -1,0 +1,320 @@
+"""Conformance through the kubectl binary (v1.32) against the local API server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcloud.kube.server import KubeApiServer
+from tests.localcloud.kube.conftest import Kubectl
+
+READY = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+
+
+async def add_node(kube: KubeApiServer, name: str) -> None:
+    await kube.store.create(
+        "nodes",
+        {
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.7"}],
+                "nodeInfo": {"kubeletVersion": "v1.32.0"},
+            },
+        },
+    )
+
+
+async def add_running_pod(
+    kube: KubeApiServer,
+    name: str,
+    node: str,
+    labels: dict[str, str],
+    owner: dict[str, Any] | None = None,
+) -> None:
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "nginx"}]},
+    }
+    if owner:
+        body["metadata"]["ownerReferences"] = [owner]
+    await kube.store.create("pods", body, "default")
+    await kube.store.patch(
+        "pods", name, {"status": READY}, namespace="default", subresource="status"
+    )
+
+
+@contextlib.asynccontextmanager
+async def kubelet_finishing_deletions(kube: KubeApiServer) -> AsyncIterator[None]:
+    """Stand in for kubelets: a pod marked for graceful deletion is then deleted for good."""
+
+    async def run() -> None:
+        async for kind, pod in kube.store.watch("pods", since_rv=kube.store.resource_version):
+            meta = pod["metadata"]
+            if kind == "MODIFIED" and meta.get("deletionTimestamp"):
+                with contextlib.suppress(Exception):
+                    await kube.store.delete(
+                        "pods", meta["name"], meta["namespace"], grace_period_seconds=0
+                    )
+
+    task = asyncio.create_task(run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_get_wide_and_describe(kube: KubeApiServer, kubectl: Kubectl) -> None:
+    """kubectl get (plain and -o wide) prints the server's table columns; describe prints a pod."""
+    await add_node(kube, "n1")
+    await add_running_pod(kube, "web-1", "n1", {"app": "web"})
+    pods = (await kubectl("get", "pods")).stdout.splitlines()
+    assert pods[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert pods[1].split()[:3] == ["web-1", "0/1", "Running"]
+    wide = (await kubectl("get", "pods", "-o", "wide")).stdout.splitlines()
+    assert "NODE" in wide[0].split()
+    assert "n1" in wide[1].split()
+    nodes = (await kubectl("get", "nodes", "-o", "wide")).stdout.splitlines()
+    assert nodes[1].split()[:2] == ["n1", "Ready"]
+    assert "10.0.0.7" in nodes[1].split()
+    described = (await kubectl("describe", "pod", "web-1")).stdout
+    assert "Node:" in described
+    assert "n1/" in described or "n1" in described
+    assert "app=web" in described
+
+
+async def test_create_apply_delete(kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path) -> None:
+    """create -f, apply (create then configure) and delete change the stored objects."""
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {"name": "app", "image": "nginx:1"},
+                        {"name": "log", "image": "busybox"},
+                    ]
+                },
+            },
+        },
+    }
+    path = tmp_path / "deploy.json"
+    path.write_text(json.dumps(manifest))
+    assert "created" in (await kubectl("apply", "-f", str(path))).stdout
+    assert "unchanged" in (await kubectl("apply", "-f", str(path))).stdout
+    manifest["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"  # type: ignore[index]
+    path.write_text(json.dumps(manifest))
+    assert "configured" in (await kubectl("apply", "-f", str(path))).stdout
+    stored = await kube.store.get("deployments", "web", "default")
+    images = [c["image"] for c in stored["spec"]["template"]["spec"]["containers"]]
+    assert images == ["nginx:2", "busybox"]
+    assert stored["metadata"]["generation"] == 2
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "solo"},
+        "spec": {"containers": [{"name": "a", "image": "x"}]},
+    }
+    (tmp_path / "pod.json").write_text(json.dumps(pod))
+    await kubectl("create", "-f", str(tmp_path / "pod.json"))
+    again = await kubectl("create", "-f", str(tmp_path / "pod.json"), check=False)
+    assert again.returncode != 0
+    assert "AlreadyExists" in again.stderr
+    await kubectl("delete", "-f", str(tmp_path / "pod.json"), "--timeout=10s")
+    await kubectl("delete", "deployment", "web", "--timeout=10s")
+    assert (await kube.store.list("pods", "default")).items == []
+    assert (await kube.store.list("deployments", "default")).items == []
+
+
+async def test_cordon_label_annotate_patch_scale(kube: KubeApiServer, kubectl: Kubectl) -> None:
+    """cordon/uncordon, label, annotate, the three patch types and scale reach the store."""
+    await add_node(kube, "n1")
+    await kubectl("cordon", "n1")
+    assert (await kube.store.get("nodes", "n1"))["spec"]["unschedulable"] is True
+    assert "SchedulingDisabled" in (await kubectl("get", "node", "n1")).stdout
+    await kubectl("label", "node", "n1", "team=a")
+    await kubectl("annotate", "node", "n1", "note=x")
+    await kubectl(
+        "patch",
+        "node",
+        "n1",
+        "--type=json",
+        "-p",
+        '[{"op":"add","path":"/metadata/labels/j","value":"1"}]',
+    )
+    await kubectl(
+        "patch", "node", "n1", "--type=merge", "-p", '{"metadata":{"labels":{"team":null}}}'
+    )
+    await kubectl("uncordon", "n1")
+    node = await kube.store.get("nodes", "n1")
+    assert node["metadata"]["labels"] == {"kubernetes.io/hostname": "n1", "j": "1"}
+    assert node["metadata"]["annotations"] == {"note": "x"}
+    assert not node["spec"].get("unschedulable")
+    await kube.store.create(
+        "deployments",
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "a", "image": "x"}]},
+                },
+            },
+        },
+        "default",
+    )
+    await kubectl("scale", "deployment", "web", "--replicas=3")
+    assert (await kube.store.get("deployments", "web", "default"))["spec"]["replicas"] == 3
+
+
+async def test_get_watch_prints_new_objects(kube: KubeApiServer, kubectl: Kubectl) -> None:
+    """kubectl get -w prints a pod created after it started watching."""
+    env = {**os.environ, "KUBECONFIG": str(kubectl.kubeconfig), "HOME": str(kubectl.home)}
+    process = await asyncio.create_subprocess_exec(
+        "kubectl",
+        "get",
+        "pods",
+        "-w",
+        "--request-timeout=20s",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    try:
+        # the watch is open once the server has a watcher; then create the pod
+        async with asyncio.timeout(15):
+            while not kube.api.open_watches:  # noqa: ASYNC110 - polls a condition, bounded
+                await asyncio.sleep(0.05)
+        await kube.store.create(
+            "pods",
+            {"metadata": {"name": "late"}, "spec": {"containers": [{"name": "a", "image": "x"}]}},
+            "default",
+        )
+        async with asyncio.timeout(15):
+            line = b""
+            while b"late" not in line:
+                line = await process.stdout.readline()
+                assert line, "kubectl get -w ended before printing the pod"
+        assert line.split()[:3] == [b"late", b"0/1", b"Pending"]
+    finally:
+        process.kill()
+        await process.wait()
+
+
+async def test_drain_evicts_and_respects_pod_disruption_budget(
+    kube: KubeApiServer, kubectl: Kubectl
+) -> None:
+    """kubectl drain evicts what a PodDisruptionBudget allows, is held back by it, and finishes
+    once the budget is gone."""
+    await add_node(kube, "n1")
+    rs = await kube.store.create(
+        "replicasets",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {}},
+        },
+        "default",
+    )
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "web",
+        "uid": rs["metadata"]["uid"],
+        "controller": True,
+    }
+    for name in ("web-1", "web-2"):
+        await add_running_pod(kube, name, "n1", {"app": "web"}, owner)
+    await kube.store.create(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+        "default",
+    )
+    async with kubelet_finishing_deletions(kube):
+        blocked = await kubectl("drain", "n1", "--timeout=3s", check=False)
+        assert blocked.returncode != 0
+        assert "disruption budget" in blocked.stderr
+        remaining = (await kube.store.list("pods", field_selector="spec.nodeName=n1")).items
+        assert len(remaining) == 1
+        await kube.store.delete("poddisruptionbudgets", "web", "default")
+        await kubectl("drain", "n1", "--timeout=10s")
+    assert (await kube.store.list("pods", field_selector="spec.nodeName=n1")).items == []
+    assert (await kube.store.get("nodes", "n1"))["spec"]["unschedulable"] is True
+
+
+async def test_crd_then_custom_resource_with_printer_columns(
+    kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """Applying a CRD serves its kind; kubectl get prints its additionalPrinterColumns."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {
+                "plural": "widgets",
+                "singular": "widget",
+                "kind": "Widget",
+                "shortNames": ["wg"],
+            },
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                    "additionalPrinterColumns": [
+                        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"}
+                    ],
+                }
+            ],
+        },
+    }
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w1"},
+        "spec": {"size": 3},
+    }
+    (tmp_path / "crd.json").write_text(json.dumps(crd))
+    (tmp_path / "widget.json").write_text(json.dumps(widget))
+    await kubectl("apply", "-f", str(tmp_path / "crd.json"))
+    await kubectl("apply", "-f", str(tmp_path / "widget.json"))
+    await kubectl(
+        "patch", "wg", "w1", "--subresource=status", "--type=merge", "-p", '{"status":{"ok":true}}'
+    )
+    lines = (await kubectl("get", "wg")).stdout.splitlines()
+    assert lines[0].split() == ["NAME", "SIZE", "AGE"]
+    assert lines[1].split()[:2] == ["w1", "3"]
+    stored = await kube.store.get("widgets", "w1", "default")
+    assert stored["status"] == {"ok": True}
+    await kubectl("delete", "crd", "widgets.example.com")
+    with pytest.raises(Exception, match="widgets"):
+        kube.store.resource("widgets")
