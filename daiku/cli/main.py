@@ -25,3 +25,4 @@ def main() -> None:
 # Subcommand registrations (one line each; keep alphabetical):
 from daiku.cli import catalog as _catalog  # noqa: E402, F401  (daiku catalog)
 from daiku.cli import convert as _convert  # noqa: E402, F401  (daiku convert)
+from daiku.cli import plan as _plan  # noqa: E402, F401  (daiku plan)
