@@ -110,8 +110,12 @@ class Ec2Emulator:
             self.port = int(self._server.server_address[1])
             self._state.endpoint_url = f"http://{self.host}:{self.port}"
             self._seed()
+            server = self._server
             self._thread = threading.Thread(
-                target=self._server.serve_forever, name=f"ec2-emulator-{self.port}", daemon=True
+                # A short poll interval keeps stop() fast; idle polling costs next to nothing.
+                target=lambda: server.serve_forever(poll_interval=0.05),
+                name=f"ec2-emulator-{self.port}",
+                daemon=True,
             )
             self._thread.start()
         except BaseException:

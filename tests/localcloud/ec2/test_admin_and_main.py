@@ -1,0 +1,144 @@
+"""Driving the emulator from another process: the admin HTTP API and `python -m localcloud.ec2`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from localcloud.ec2 import Ec2Emulator
+
+from .conftest import CREDENTIALS, NO_RETRIES
+from .test_create_fleet import create_fleet
+
+
+def admin(endpoint_url: str, method: str, path: str, payload: Any = None) -> Any:
+    data = json.dumps(payload).encode() if payload is not None else None
+    request = urllib.request.Request(
+        f"{endpoint_url}/_localcloud/{path}",
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_admin_capacity_and_recorded_calls(
+    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+) -> None:
+    """A pool marked unavailable over HTTP is skipped by CreateFleet; the call is listed too."""
+    admin(
+        emulator.endpoint_url,
+        "POST",
+        "capacity",
+        {
+            "instance_type": "m5.large",
+            "zone": "us-east-1a",
+            "capacity_type": "on-demand",
+            "available": False,
+        },
+    )
+
+    response = create_fleet(
+        ec2,
+        emulator,
+        launch_template_id,
+        [("m5.large", "us-east-1a"), ("m5.large", "us-east-1b")],
+        strategy="prioritized",
+    )
+
+    assert response["Errors"][0]["ErrorCode"] == "InsufficientInstanceCapacity"
+    calls = admin(emulator.endpoint_url, "GET", "create-fleet-calls")
+    assert [c["launched_pool"]["zone"] for c in calls] == ["us-east-1b"]
+    assert calls[0]["errors"][0]["zone"] == "us-east-1a"
+    assert calls[0]["received_monotonic_seconds"] <= calls[0]["responded_monotonic_seconds"]
+
+
+def test_admin_fault_and_interrupt(emulator: Ec2Emulator, ec2: Any) -> None:
+    """Faults and interruption messages can be injected over HTTP."""
+    admin(
+        emulator.endpoint_url,
+        "POST",
+        "faults",
+        {"action": "DescribeRegions", "error_code": "RequestLimitExceeded", "count": 1},
+    )
+    with pytest.raises(ec2.exceptions.ClientError):
+        ec2.describe_regions()
+    assert ec2.describe_regions()["Regions"]
+
+    sent = admin(emulator.endpoint_url, "POST", "interrupt", {"instance_id": "i-1"})
+    sqs = boto3.client(
+        "sqs", endpoint_url=emulator.endpoint_url, region_name="us-east-1", **CREDENTIALS
+    )
+    (message,) = sqs.receive_message(QueueUrl=emulator.interruption_queue_url)["Messages"]
+    assert message["MessageId"] == sent["message_id"]
+    assert json.loads(message["Body"])["detail"]["instance-id"] == "i-1"
+
+
+def test_admin_rejects_unknown_routes_and_bad_bodies(emulator: Ec2Emulator) -> None:
+    """An unknown admin route is a 404 and a capacity update missing a field is a 400 naming it."""
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        admin(emulator.endpoint_url, "GET", "nope")
+    missing.value.close()
+    assert missing.value.code == 404
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        admin(emulator.endpoint_url, "POST", "capacity", {"instance_type": "m5.large"})
+    with bad.value:
+        assert bad.value.code == 400
+        assert "zone" in json.loads(bad.value.read())["error"]
+
+
+@pytest.fixture
+def emulator_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "localcloud.ec2", "--port", "0", "--cluster-name", "bench"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + 30
+        endpoint = ""
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            if "ready" in line:
+                endpoint = line.split("endpoint_url=", 1)[1].split()[0]
+                break
+        assert endpoint, "the emulator process never printed its ready line"
+        yield process, endpoint
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def test_module_entry_point_prints_ready_and_serves_ec2(
+    emulator_process: tuple[subprocess.Popen[str], str],
+) -> None:
+    """`python -m localcloud.ec2` prints a ready line with its endpoint, then serves EC2."""
+    process, endpoint = emulator_process
+    ec2 = boto3.client(
+        "ec2", endpoint_url=endpoint, region_name="us-east-1", config=NO_RETRIES, **CREDENTIALS
+    )
+
+    regions = {r["RegionName"] for r in ec2.describe_regions()["Regions"]}
+
+    assert "us-east-1" in regions
+    health = admin(endpoint, "GET", "health")
+    assert health["ready"] is True
+    assert health["interruption_queue_url"].endswith("/bench-interruption")
+    process.terminate()
+    assert process.wait(timeout=10) == 0
