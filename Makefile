@@ -43,9 +43,16 @@ gen-check: gen    ## fail when the committed generated code is stale
 bench: setup
 	$(RUN) python bench/ice_retry.py
 
-lint-deploy: setup ## render every deploy/ overlay and validate it strictly (offline schemas)
+# buf from npm (@bufbuild/buf ships its binary in a platform package); .ci/run installs it.
+BUF ?= .tools/buf/node_modules/.bin/buf
+$(BUF):
+	npm install --silent --no-audit --no-fund --prefix .tools/buf @bufbuild/buf@1.75.0
+
+lint-deploy: setup $(BUF) ## validate deploy/ (kustomize + kubernetes-validate --strict), compose file, protos (buf)
 	@for overlay in deploy/overlays/*/; do \
 		echo "kubernetes-validate $$overlay"; \
 		kubectl kustomize $$overlay | $(RUN) kubernetes-validate --strict --quiet -k 1.32.0 - || exit 1; \
 	done
 	$(RUN) kubernetes-validate --strict --quiet -k 1.32.0 deploy/crds/daiku.dev_*.yaml
+	docker-compose -f docker-compose.yml config -q
+	cd protos && ../$(BUF) lint

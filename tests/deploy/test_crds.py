@@ -40,11 +40,25 @@ def _nodeclass() -> dict[str, Any]:
     return _example("ec2nodeclass-default.yaml")
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES_DIR.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted(EXAMPLES_DIR.rglob("*.yaml")),
+    ids=lambda p: str(p.relative_to(EXAMPLES_DIR)),
+)
 def test_examples_are_accepted(path: Path) -> None:
-    """Every example in deploy/examples passes its CRD's schema and CEL rules."""
+    """Every daiku object in deploy/examples passes its CRD's schema and CEL rules, and every
+    other object passes kubernetes-validate --strict."""
     for document in yaml.safe_load_all(path.read_text()):
-        assert violations(document) == []
+        if document["apiVersion"] == "daiku.dev/v1":
+            assert violations(document) == []
+        else:
+            result = subprocess.run(
+                [KUBERNETES_VALIDATE, "--strict", "--quiet", "-k", "1.32.0", str(path)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("kind", sorted(CRD_FILES))

@@ -1,0 +1,123 @@
+"""docker-compose.yml is a valid compose file that starts the local stack in order with health
+checks; the Dockerfile builds one non-root image from the lock; the protos pass buf lint."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER_COMPOSE = shutil.which("docker-compose")
+BUF = ROOT / ".tools" / "buf" / "node_modules" / ".bin" / "buf"
+
+
+def _compose() -> dict[str, Any]:
+    compose: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return compose
+
+
+@pytest.mark.skipif(DOCKER_COMPOSE is None, reason="docker-compose not installed (.ci/run adds it)")
+@pytest.mark.parametrize("profile", [None, "kwok"])
+def test_docker_compose_config_is_valid(profile: str | None) -> None:
+    """`docker-compose config -q` accepts the file, with and without the kwok profile."""
+    assert DOCKER_COMPOSE is not None
+    command = [DOCKER_COMPOSE, "-f", str(ROOT / "docker-compose.yml")]
+    if profile:
+        command += ["--profile", profile]
+    result = subprocess.run(
+        [*command, "config", "-q"], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_runs_the_stack_in_order() -> None:
+    """localcloud, actuator and scheduler run daiku's entrypoints with health checks, each
+    starting only once what it needs is healthy; the demo waits for the scheduler."""
+    services = _compose()["services"]
+    commands = {name: services[name]["command"][:3] for name in ("localcloud", "actuator")}
+    assert commands == {
+        "localcloud": ["python", "-m", "localcloud"],
+        "actuator": ["python", "-m", "actuator_svc"],
+    }
+    assert services["scheduler"]["command"][:3] == ["python", "-m", "scheduler_svc"]
+    for name in ("localcloud", "actuator", "scheduler", "kwok"):
+        assert "test" in services[name]["healthcheck"], name
+    assert services["actuator"]["depends_on"] == {"localcloud": {"condition": "service_healthy"}}
+    assert services["scheduler"]["depends_on"] == {
+        "localcloud": {"condition": "service_healthy"},
+        "actuator": {"condition": "service_healthy"},
+    }
+    assert services["demo"]["depends_on"] == {"scheduler": {"condition": "service_healthy"}}
+    assert {name for name, s in services.items() if "kwok" in s.get("profiles", [])} == {
+        "kwok",
+        "kwok-demo",
+        "scheduler-kwok",
+    }
+
+
+def test_compose_keeps_the_actuator_on_loopback() -> None:
+    """The actuator listens on loopback only and the schedulers share its network namespace,
+    so its gRPC port is reachable by them alone."""
+    services = _compose()["services"]
+    assert "--listen=127.0.0.1:50051" in services["actuator"]["command"]
+    for name in ("scheduler", "scheduler-kwok"):
+        assert services[name]["network_mode"] == "service:actuator"
+        assert "--actuator-address=127.0.0.1:50051" in services[name]["command"]
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "")
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def test_dockerfile_is_multistage_locked_and_non_root() -> None:
+    """The Dockerfile builds from python 3.11 slim in two stages, installs with
+    `uv sync --frozen` without dev dependencies, and runs as a numeric non-root user."""
+    instructions = _dockerfile_instructions()
+    froms = [arg for op, arg in instructions if op == "FROM"]
+    assert len(froms) == 2
+    base = next(arg for op, arg in instructions if op == "ARG" and arg.startswith("PYTHON_IMAGE"))
+    assert re.fullmatch(r"PYTHON_IMAGE=python:3\.11-slim(-\w+)?", base)
+    syncs = [arg for op, arg in instructions if op == "RUN" and "uv sync" in arg]
+    assert syncs
+    assert all("--frozen" in s and "--no-dev" in s for s in syncs)
+    user = [arg for op, arg in instructions if op == "USER"]
+    assert user == ["65532:65532"]
+    assert instructions.index(("USER", "65532:65532")) > max(
+        i for i, (op, _) in enumerate(instructions) if op == "FROM"
+    )
+
+
+def test_dockerignore_lets_every_copied_path_in() -> None:
+    """Each path the Dockerfile COPYs from the context is re-included by .dockerignore."""
+    allowed = {
+        line.removeprefix("!").rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    for op, arg in _dockerfile_instructions():
+        if op == "COPY" and not arg.startswith("--from"):
+            sources = arg.split()[:-1]
+            for source in sources:
+                assert source.rstrip("/") in allowed, source
+                assert (ROOT / source).exists(), source
+
+
+@pytest.mark.skipif(not BUF.exists(), reason="buf not installed (.ci/run adds it from npm)")
+def test_protos_pass_buf_lint() -> None:
+    """`buf lint` with protos/buf.yaml reports nothing."""
+    result = subprocess.run(
+        [str(BUF), "lint"], capture_output=True, text=True, check=False, cwd=ROOT / "protos"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
