@@ -53,6 +53,6 @@ lint-deploy: setup $(BUF) ## validate deploy/ (kustomize + kubernetes-validate -
 		echo "kubernetes-validate $$overlay"; \
 		kubectl kustomize $$overlay | $(RUN) kubernetes-validate --strict --quiet -k 1.32.0 - || exit 1; \
 	done
-	$(RUN) kubernetes-validate --strict --quiet -k 1.32.0 deploy/crds/daiku.dev_*.yaml
+	$(RUN) kubernetes-validate --strict --quiet -k 1.32.0 deploy/crds/*.yaml
 	docker-compose -f docker-compose.yml config -q
 	cd protos && ../$(BUF) lint
