@@ -23,7 +23,7 @@ ownership or conflict detection.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -218,7 +218,7 @@ class KubeApi:
             pod_name = str((body.get("metadata") or {}).get("name") or "")
             return await self._bind(body, namespace, pod_name)
         key = f"{group_version}/{rest[0]}"
-        rt = next((t for t in types if t.key == key), None)
+        rt = self.store.lookup(key)
         if rt is None:
             raise NotFound("the server could not find the requested resource")
         if namespace is not None and not rt.namespaced:
@@ -261,7 +261,8 @@ class KubeApi:
                     return await self._watch(request, rt, namespace)
                 return await self._list(request, rt, namespace)
             if method == "POST":
-                created = await self.store.create(rt, await self._body(request), namespace)
+                body = await self._body(request)
+                created = await self.store.create(rt, body, namespace, copy=False)
                 return _json_response(created, 201)
             if method == "DELETE":
                 return await self._delete_collection(request, rt, namespace)
@@ -276,7 +277,7 @@ class KubeApi:
             raise NotFound("the server could not find the requested resource")
         stored_subresource = "status" if subresource == "status" else None
         if method == "GET":
-            obj = await self.store.get(rt, name, namespace)
+            obj = await self.store.get(rt, name, namespace, copy=False)
             if _wants_table(request):
                 return _json_response(
                     self._table(request, rt, [obj], obj["metadata"]["resourceVersion"])
@@ -294,7 +295,9 @@ class KubeApi:
                 )
             body.setdefault("metadata", {})["name"] = name
             return _json_response(
-                await self.store.update(rt, body, namespace, subresource=stored_subresource)
+                await self.store.update(
+                    rt, body, namespace, subresource=stored_subresource, copy=False
+                )
             )
         if method == "PATCH":
             return await self._patch(request, rt, namespace, name, stored_subresource)
@@ -376,8 +379,9 @@ class KubeApi:
         response.enable_chunked_encoding()
         await response.prepare(request)
         if failure is not None or watcher is None:
-            await response.write(_error_line(failure or Gone("watch failed")))
-            await response.write_eof()
+            with contextlib.suppress(ConnectionResetError):
+                await response.write(_error_line(failure or Gone("watch failed")))
+                await response.write_eof()
             return response
         self._watchers.add(watcher)
         deadline = time.monotonic() + timeout_seconds
@@ -418,14 +422,12 @@ class KubeApi:
                         await response.write(b"".join(e.encoded() for e in events))
                 if not events and bookmarks and time.monotonic() < deadline:
                     await response.write(_bookmark_line(rt, watcher.cursor_rv))
-        except (ConnectionResetError, asyncio.CancelledError):
-            watcher.close()
-            self._watchers.discard(watcher)
-            raise
+            await response.write_eof()
+        except ConnectionResetError:
+            log.debug("kube_watch_client_gone", resource=rt.key)  # the client hung up: done
         finally:
             watcher.close()
             self._watchers.discard(watcher)
-        await response.write_eof()
         return response
 
     def _table_event(
@@ -463,7 +465,13 @@ class KubeApi:
             return await self._server_side_apply(rt, namespace, name, body)
         return _json_response(
             await self.store.patch(
-                rt, name, body, patch_type, namespace=namespace, subresource=subresource
+                rt,
+                name,
+                body,
+                patch_type,
+                namespace=namespace,
+                subresource=subresource,
+                copy=False,
             )
         )
 
@@ -510,6 +518,7 @@ class KubeApi:
             grace_period_seconds=options.get("gracePeriodSeconds"),
             propagation_policy=options.get("propagationPolicy"),
             preconditions=options.get("preconditions"),
+            copy=False,
         )
         return _json_response(deleted)
 

@@ -59,9 +59,9 @@ Contract (every method is a coroutine unless marked; none of them blocks on I/O)
   deleting it removes the type and all its objects.
 - `resource(name) -> ResourceType`, `resource_types()`, `resource_version` (sync).
 
-`copy=True` (default) hands out private deep copies; `copy=False` hands out the stored dicts,
-which the store never mutates after storing, so they are safe to read but must not be
-modified (the HTTP layer and hot-path controllers use it to skip copying).
+`copy=True` (the default of every read and write) hands out private deep copies; `copy=False`
+hands out the stored dicts, which the store never mutates after storing, so they are safe to
+read but must not be modified (the HTTP layer and hot-path controllers use it to skip copying).
 """
 
 from __future__ import annotations
@@ -344,6 +344,10 @@ class Store:
     def resource_types(self) -> list[ResourceType]:
         return list(self._types.values())
 
+    def lookup(self, key: str) -> ResourceType | None:
+        """The served type with key `v1/pods` / `apps/v1/deployments`, or None."""
+        return self._types.get(key)
+
     def resource(self, name: str | ResourceType) -> ResourceType:
         """Resolve `pods`, `v1/pods`, `apps/v1/deployments`, `deployments.apps`; NotFound."""
         if isinstance(name, ResourceType):
@@ -376,10 +380,15 @@ class Store:
     # ----------------------------------------------------------------- reads
 
     async def get(
-        self, resource: str | ResourceType, name: str, namespace: str | None = None
+        self,
+        resource: str | ResourceType,
+        name: str,
+        namespace: str | None = None,
+        *,
+        copy: bool = True,
     ) -> JsonObject:
         rt = self.resource(resource)
-        return self._served(rt, self._get(rt, name, namespace), copy=True)
+        return self._served(rt, self._get(rt, name, namespace), copy=copy)
 
     def get_nowait(
         self, resource: str | ResourceType, name: str, namespace: str | None = None
@@ -543,10 +552,15 @@ class Store:
     # ----------------------------------------------------------------- create
 
     async def create(
-        self, resource: str | ResourceType, obj: JsonObject, namespace: str | None = None
+        self,
+        resource: str | ResourceType,
+        obj: JsonObject,
+        namespace: str | None = None,
+        *,
+        copy: bool = True,
     ) -> JsonObject:
         rt = self.resource(resource)
-        return self._served(rt, self._create(rt, obj, namespace), copy=True)
+        return self._served(rt, self._create(rt, obj, namespace), copy=copy)
 
     def _create(  # noqa: PLR0912, PLR0915 - one step per apiserver admission rule
         self, rt: ResourceType, body: JsonObject, namespace: str | None
@@ -683,9 +697,11 @@ class Store:
         obj: JsonObject,
         namespace: str | None = None,
         subresource: str | None = None,
+        *,
+        copy: bool = True,
     ) -> JsonObject:
         rt = self.resource(resource)
-        return self._served(rt, self._update(rt, obj, namespace, subresource), copy=True)
+        return self._served(rt, self._update(rt, obj, namespace, subresource), copy=copy)
 
     def _update(  # noqa: PLR0912 - one step per apiserver update rule
         self,
@@ -774,12 +790,13 @@ class Store:
         *,
         namespace: str | None = None,
         subresource: str | None = None,
+        copy: bool = True,
     ) -> JsonObject:
         rt = self.resource(resource)
         return self._served(
             rt,
             self._patch(rt, name, body, patch_type, namespace, subresource=subresource),
-            copy=True,
+            copy=copy,
         )
 
     def _patch(
@@ -818,6 +835,7 @@ class Store:
         grace_period_seconds: int | None = None,
         propagation_policy: str | None = None,
         preconditions: JsonObject | None = None,
+        copy: bool = True,
     ) -> JsonObject:
         rt = self.resource(resource)
         obj = self._delete(
@@ -828,7 +846,7 @@ class Store:
             propagation_policy=propagation_policy,
             preconditions=preconditions,
         )
-        return self._served(rt, obj, copy=True)
+        return self._served(rt, obj, copy=copy)
 
     def _delete(  # noqa: PLR0912 - one branch per deletion rule
         self,

@@ -1,0 +1,270 @@
+"""Throughput of localcloud's Kubernetes API server: is it ever the bottleneck of a benchmark?
+
+    uv run python bench/localcloud.py [--pods 10000] [--nodes 1000] [--watchers 5]
+
+Prints:
+- writes/s in-process (Store.create/patch) and over HTTP (kubernetes wire format, plain HTTP,
+  16 concurrent clients), target >= 2,000/s;
+- watch events/s delivered, fanned out to N HTTP watch streams (sum over watchers), and the
+  same in-process, target >= 20,000/s;
+- memory and list latency with 10k pods on 1k nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# This script shares its name with the package it measures: keep its own directory off the
+# import path so that `localcloud` resolves to the package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import aiohttp  # noqa: E402
+import structlog  # noqa: E402
+
+from localcloud.kube.server import KubeApiServer  # noqa: E402
+from localcloud.kube.store import Store  # noqa: E402
+
+
+def pod(name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name.rsplit("-", 1)[0], "bench": "yes"}},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "nginx:1.27",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def node(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": "us-east-1a",
+                "node.kubernetes.io/instance-type": "m5.large",
+            },
+        },
+        "spec": {"providerID": f"aws:///us-east-1a/i-{name}"},
+        "status": {
+            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def rss_mib() -> float:
+    """Current resident set size (Linux /proc), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def bench_store_writes(count: int) -> None:
+    store = Store(event_window=1000)
+    started = time.perf_counter()
+    for i in range(count):
+        await store.create("pods", pod(f"w-{i}", "n1"), "default")
+    created = time.perf_counter() - started
+    started = time.perf_counter()
+    for i in range(count):
+        await store.patch(
+            "pods", f"w-{i}", {"metadata": {"labels": {"v": "2"}}}, "merge", namespace="default"
+        )
+    patched = time.perf_counter() - started
+    print(
+        f"store writes (in-process): create {count / created:,.0f}/s, "
+        f"patch {count / patched:,.0f}/s"
+    )
+
+
+_SERVER_PROCESS = """
+import asyncio, structlog, logging
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+from localcloud.kube.server import KubeApiServer
+async def main():
+    async with KubeApiServer(token="bench", event_window=1000) as api:
+        print(api.url, flush=True)
+        await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+async def bench_http_writes(count: int, concurrency: int = 16) -> None:
+    """The server in its own process (as `python -m localcloud` runs it), clients here."""
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _SERVER_PROCESS, stdout=asyncio.subprocess.PIPE
+    )
+    assert server.stdout is not None
+    try:
+        base = (await asyncio.wait_for(server.stdout.readline(), 30)).decode().strip()
+        await _http_writes(base, count, concurrency)
+    finally:
+        server.terminate()
+        await server.wait()
+
+
+async def _http_writes(base: str, count: int, concurrency: int) -> None:
+    headers = {"Authorization": "Bearer bench", "Content-Type": "application/json"}
+    url = f"{base}/api/v1/namespaces/default/pods"
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(count):
+        queue.put_nowait(i)
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
+
+        async def worker() -> None:
+            while not queue.empty():
+                i = queue.get_nowait()
+                async with session.post(url, data=json.dumps(pod(f"h-{i}", "n1"))) as response:
+                    if response.status != 201:
+                        raise RuntimeError(f"create h-{i}: {response.status}")
+                    await response.read()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    print(
+        f"HTTP writes (create; server in its own process, {concurrency} clients): "
+        f"{count / elapsed:,.0f}/s"
+    )
+
+
+async def bench_watch_fanout(count: int, watchers: int) -> None:
+    async with KubeApiServer(event_window=count + 10) as api:
+        headers = {"Authorization": f"Bearer {api.token}"}
+        since = api.store.resource_version
+        # the writes happen first, then every watcher replays them from the window: this
+        # measures delivery, not the writer
+        for i in range(count):
+            await api.store.create("pods", pod(f"f-{i}", f"n{i % 100}"), "default")
+        url = f"{api.url}/api/v1/pods?watch=true&resourceVersion={since}&timeoutSeconds=60"
+        async with aiohttp.ClientSession(headers=headers) as session:
+
+            async def consume() -> int:
+                received = 0
+                async with session.get(url) as response:
+                    async for line in response.content:
+                        if line.strip():
+                            json.loads(line)
+                            received += 1
+                            if received == count:
+                                return received
+                return received
+
+            started = time.perf_counter()
+            totals = await asyncio.gather(*(consume() for _ in range(watchers)))
+            elapsed = time.perf_counter() - started
+        assert all(t == count for t in totals), totals
+        print(
+            f"HTTP watch fan-out ({watchers} watchers x {count} events, decoded by the client): "
+            f"{sum(totals) / elapsed:,.0f} events/s"
+        )
+
+        async def consume_in_process() -> int:
+            watcher = api.store.watch("pods", since_rv=since, copy=False)
+            received = 0
+            while received < count:
+                received += len(await watcher.poll(5))
+            return received
+
+        started = time.perf_counter()
+        totals = await asyncio.gather(*(consume_in_process() for _ in range(watchers)))
+        elapsed = time.perf_counter() - started
+        print(
+            f"in-process watch fan-out ({watchers} watchers): {sum(totals) / elapsed:,.0f} events/s"
+        )
+
+
+async def bench_live_fanout(count: int, watchers: int) -> None:
+    """Watchers connected first, then writes: end-to-end write -> every watcher received."""
+    async with KubeApiServer(event_window=count + 10) as api:
+        headers = {"Authorization": f"Bearer {api.token}"}
+        since = api.store.resource_version
+        url = f"{api.url}/api/v1/pods?watch=true&resourceVersion={since}&timeoutSeconds=60"
+        async with aiohttp.ClientSession(headers=headers) as session:
+            responses = [await session.get(url) for _ in range(watchers)]
+
+            async def consume(response: aiohttp.ClientResponse) -> int:
+                received = 0
+                async for line in response.content:
+                    if line.strip():
+                        received += 1
+                        if received == count:
+                            break
+                response.release()
+                return received
+
+            consumers = [asyncio.create_task(consume(r)) for r in responses]
+            started = time.perf_counter()
+            for i in range(count):
+                await api.store.create("pods", pod(f"l-{i}", "n1"), "default")
+                if i % 200 == 0:
+                    await asyncio.sleep(0)  # let the streams drain, as a real writer would
+            totals = await asyncio.gather(*consumers)
+            elapsed = time.perf_counter() - started
+        print(
+            f"live write+fan-out ({count} writes -> {watchers} HTTP watchers): "
+            f"{count / elapsed:,.0f} writes/s, {sum(totals) / elapsed:,.0f} events/s delivered"
+        )
+
+
+async def bench_capacity(pods: int, nodes: int) -> None:
+    before = rss_mib()
+    store = Store(event_window=1000)
+    started = time.perf_counter()
+    for i in range(nodes):
+        await store.create("nodes", node(f"n{i}"))
+    for i in range(pods):
+        await store.create("pods", pod(f"app{i % 50}-{i}", f"n{i % nodes}"), "default")
+    loaded = time.perf_counter() - started
+    started = time.perf_counter()
+    everything = await store.list("pods", copy=False)
+    list_all = time.perf_counter() - started
+    started = time.perf_counter()
+    on_node = await store.list("pods", field_selector=f"spec.nodeName=n{nodes // 2}", copy=False)
+    by_field = time.perf_counter() - started
+    print(
+        f"capacity: {len(everything.items):,} pods + {nodes:,} nodes loaded in {loaded:.2f}s, "
+        f"RSS grew by {rss_mib() - before:,.0f} MiB; list all pods {list_all * 1000:.0f} ms; "
+        f"list spec.nodeName=... {by_field * 1000:.0f} ms ({len(on_node.items)} pods)"
+    )
+
+
+async def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--nodes", type=int, default=1_000)
+    parser.add_argument("--watchers", type=int, default=5)
+    parser.add_argument("--events", type=int, default=10_000)
+    args = parser.parse_args()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} CPUs, load average {load} (figures scale with it)")
+    await bench_capacity(args.pods, args.nodes)
+    await bench_store_writes(5_000)
+    await bench_http_writes(3_000)
+    await bench_watch_fanout(args.events, args.watchers)
+    await bench_live_fanout(5_000, args.watchers)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
