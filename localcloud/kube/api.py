@@ -243,7 +243,25 @@ class KubeApi:
             raise NotFound("the server could not find the requested resource")
         return _json_response(document)
 
-    async def _serve(  # noqa: PLR0911, PLR0912 - one branch per verb and subresource
+    async def _serve(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str | None,
+        subresource: str | None,
+    ) -> web.StreamResponse:
+        method = request.method
+        if request.query.get("dryRun") and method != "GET":
+            if request.query["dryRun"] != "All":
+                raise BadRequest(f"unsupported dryRun value {request.query['dryRun']!r}")
+            # the handler awaits only the body before the store call, read it first
+            await request.read()
+            with self.store.dry_run():
+                return await self._serve_now(request, rt, namespace, name, subresource)
+        return await self._serve_now(request, rt, namespace, name, subresource)
+
+    async def _serve_now(  # noqa: PLR0911, PLR0912 - one branch per verb and subresource
         self,
         request: web.Request,
         rt: ResourceType,
@@ -253,8 +271,6 @@ class KubeApi:
     ) -> web.StreamResponse:
         method = request.method
         query = request.query
-        if "dryRun" in query and method != "GET":
-            raise BadRequest("dryRun is not supported by the localcloud apiserver")
         if name is None:
             if method == "GET":
                 if _flag(query.get("watch")):

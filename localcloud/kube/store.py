@@ -57,7 +57,10 @@ Contract (every method is a coroutine unless marked; none of them blocks on I/O)
 - `register(resource_type)` / `unregister(resource_type)` (sync): serve another resource.
   Creating a CustomResourceDefinition registers its served versions (status Established), and
   deleting it removes the type and all its objects.
-- `resource(name) -> ResourceType`, `resource_types()`, `resource_version` (sync).
+- `resource(name) -> ResourceType`, `lookup(key)`, `resource_types()`, `resource_version`
+  (sync).
+- `with store.dry_run(): await store.create(...)` validates and returns the result without
+  storing it (what `dryRun=All` does). Only wrap a single call: the flag is store-wide.
 
 `copy=True` (the default of every read and write) hands out private deep copies; `copy=False`
 hands out the stored dicts, which the store never mutates after storing, so they are safe to
@@ -69,12 +72,13 @@ from __future__ import annotations
 import asyncio
 import bisect
 import builtins
+import contextlib
 import json
 import random
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -322,6 +326,9 @@ class Store:
         self._clock = clock
         self._event_window = event_window
         self._rv = 0
+        self._dry_run = False
+        self._pdb_dirty: set[str] = set()
+        self._pdb_refresh: asyncio.Handle | None = None
         self._types: dict[str, ResourceType] = {}
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._uids: dict[str, tuple[ResourceType, str, str]] = {}
@@ -492,6 +499,17 @@ class Store:
             bucket.log.clear()
             bucket.floor_rv = self._rv
 
+    @contextlib.contextmanager
+    def dry_run(self) -> Iterator[None]:
+        """Writes inside this block validate and return their result but store nothing
+        (the API's `dryRun=All`). The store's calls are synchronous underneath, so nothing
+        else runs while the flag is set."""
+        self._dry_run = True
+        try:
+            yield
+        finally:
+            self._dry_run = False
+
     # ----------------------------------------------------------------- commits
 
     def _commit(
@@ -501,6 +519,12 @@ class Store:
         obj: JsonObject,
         previous: JsonObject | None,
     ) -> JsonObject:
+        if self._dry_run:
+            # a dry run validates and shows the result, and stores nothing
+            obj["metadata"]["resourceVersion"] = (
+                previous["metadata"]["resourceVersion"] if previous else ""
+            )
+            return obj
         self._rv += 1
         meta = obj["metadata"]
         meta["resourceVersion"] = str(self._rv)
@@ -514,6 +538,8 @@ class Store:
             bucket.objects[key] = obj
             self._uids[uid] = (rt, key[0], key[1])
         self._index_owners(rt, obj if kind != DELETED else None, previous)
+        if rt.key in ("v1/pods", "policy/v1/poddisruptionbudgets"):
+            self._schedule_budget_status(key[0])
         bucket.log.append(WatchEvent(kind, obj, self._rv, previous))
         if len(bucket.log) > 2 * self._event_window:
             dropped = len(bucket.log) - self._event_window
@@ -686,8 +712,9 @@ class Store:
                 )
             ],
         }
-        for resource_type in types:
-            self.register(resource_type)
+        if not self._dry_run:
+            for resource_type in types:
+                self.register(resource_type)
 
     # ----------------------------------------------------------------- update
 
@@ -875,7 +902,7 @@ class Store:
                 )
         if propagation_policy not in (None, "Background", "Foreground", "Orphan"):
             raise BadRequest(f"invalid propagationPolicy {propagation_policy!r}")
-        if propagation_policy == "Orphan":
+        if propagation_policy == "Orphan" and not self._dry_run:
             self._orphan_dependents(old_meta["uid"])
         finalizers = list(old_meta.get("finalizers") or [])
         dependents = self._dependents.get(old_meta["uid"])
@@ -911,7 +938,7 @@ class Store:
             if rt.has_generation:
                 meta["generation"] = int(old_meta.get("generation", 1)) + 1
             new = self._commit(rt, MODIFIED, {**old, "metadata": meta}, old)
-            if _FOREGROUND in finalizers:
+            if _FOREGROUND in finalizers and not self._dry_run:
                 self._delete_dependents(old_meta["uid"])
             return new
         return self._remove(rt, {**old, "metadata": dict(old_meta)}, old)
@@ -932,6 +959,8 @@ class Store:
         """Remove an object for good, then collect its dependents and settle its owners."""
         final = {**final, "metadata": dict(final["metadata"])}
         removed = self._commit(rt, DELETED, final, old)
+        if self._dry_run:
+            return removed
         meta = removed["metadata"]
         if rt.key == "apiextensions.k8s.io/v1/customresourcedefinitions":
             self._drop_crd(removed)
@@ -1001,6 +1030,8 @@ class Store:
         meta = {**old["metadata"], "deletionTimestamp": format_timestamp(now)}
         status = {**(old.get("status") or {}), "phase": "Terminating"}
         new = self._commit(rt, MODIFIED, {**old, "metadata": meta, "status": status}, old)
+        if self._dry_run:
+            return new
         for other in list(self._types.values()):
             if not other.namespaced:
                 continue
@@ -1113,24 +1144,7 @@ class Store:
         )
 
     def _check_budget(self, pdb: JsonObject, pods: ResourceType, namespace: str) -> None:
-        spec = pdb.get("spec") or {}
-        selector = label_selector_from_object(spec.get("selector"))
-        selected = [
-            p
-            for p in self._bucket(pods).objects.values()
-            if p["metadata"]["namespace"] == namespace
-            and selector.matches(p["metadata"].get("labels"))
-        ]
-        healthy = sum(
-            1 for p in selected if not p["metadata"].get("deletionTimestamp") and _is_ready(p)
-        )
-        expected = len(selected)
-        if spec.get("minAvailable") is not None:
-            desired = _scaled(spec["minAvailable"], expected, round_up=True)
-        elif spec.get("maxUnavailable") is not None:
-            desired = max(0, expected - _scaled(spec["maxUnavailable"], expected, round_up=True))
-        else:
-            desired = expected
+        _, healthy, desired = self._budget_counts(pdb, pods, namespace)
         if healthy - desired <= 0:
             name = pdb["metadata"]["name"]
             raise TooManyRequests(
@@ -1143,6 +1157,85 @@ class Store:
                     }
                 ],
             )
+
+    # ---------------------------------------------------- disruption budget status
+
+    def _schedule_budget_status(self, namespace: str) -> None:
+        """Refresh the status of the namespace's PodDisruptionBudgets soon (coalesced), as the
+        disruption controller does; eviction itself always counts live."""
+        budgets = self._bucket(self.resource("poddisruptionbudgets")).objects
+        if not any(ns == namespace for ns, _ in budgets):
+            return
+        self._pdb_dirty.add(namespace)
+        if self._pdb_refresh is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._refresh_budget_status()
+                return
+            self._pdb_refresh = loop.call_soon(self._refresh_budget_status)
+
+    def _refresh_budget_status(self) -> None:
+        self._pdb_refresh = None
+        dirty, self._pdb_dirty = self._pdb_dirty, set()
+        pdbs = self.resource("poddisruptionbudgets")
+        pods = self.resource("pods")
+        for (namespace, _), pdb in list(self._bucket(pdbs).objects.items()):
+            if namespace not in dirty:
+                continue
+            expected, healthy, desired = self._budget_counts(pdb, pods, namespace)
+            allowed = max(0, healthy - desired)
+            old_status = pdb.get("status") or {}
+            old_conditions = old_status.get("conditions") or [{}]
+            condition_status = "True" if allowed > 0 else "False"
+            status = {
+                "observedGeneration": pdb["metadata"].get("generation", 1),
+                "disruptionsAllowed": allowed,
+                "currentHealthy": healthy,
+                "desiredHealthy": desired,
+                "expectedPods": expected,
+                "conditions": [
+                    {
+                        "type": "DisruptionAllowed",
+                        "status": condition_status,
+                        "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+                        "message": "",
+                        "observedGeneration": pdb["metadata"].get("generation", 1),
+                        "lastTransitionTime": old_conditions[0].get("lastTransitionTime")
+                        if old_conditions[0].get("status") == condition_status
+                        else format_timestamp(self._clock()),
+                    }
+                ],
+            }
+            if status != old_status:
+                new = {**pdb, "metadata": dict(pdb["metadata"]), "status": status}
+                self._commit(pdbs, MODIFIED, new, pdb)
+        self._pdb_dirty.clear()  # our own status writes marked the namespaces again
+
+    def _budget_counts(
+        self, pdb: JsonObject, pods: ResourceType, namespace: str
+    ) -> tuple[int, int, int]:
+        """(expected pods, currently healthy, desired healthy) for a PodDisruptionBudget."""
+        spec = pdb.get("spec") or {}
+        selector = label_selector_from_object(spec.get("selector"))
+        selected = [
+            p
+            for p in self._bucket(pods).objects.values()
+            if p["metadata"]["namespace"] == namespace
+            and selector.matches(p["metadata"].get("labels"))
+            and (p.get("status") or {}).get("phase") not in _TERMINAL_PHASES
+        ]
+        healthy = sum(
+            1 for p in selected if not p["metadata"].get("deletionTimestamp") and _is_ready(p)
+        )
+        expected = len(selected)
+        if spec.get("minAvailable") is not None:
+            desired = _scaled(spec["minAvailable"], expected, round_up=True)
+        elif spec.get("maxUnavailable") is not None:
+            desired = max(0, expected - _scaled(spec["maxUnavailable"], expected, round_up=True))
+        else:
+            desired = expected
+        return expected, healthy, desired
 
     # ----------------------------------------------------------------- scale
 

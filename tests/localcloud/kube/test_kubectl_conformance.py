@@ -114,6 +114,9 @@ async def test_create_apply_delete(kube: KubeApiServer, kubectl: Kubectl, tmp_pa
     }
     path = tmp_path / "deploy.json"
     path.write_text(json.dumps(manifest))
+    dry = await kubectl("apply", "--dry-run=server", "-f", str(path))
+    assert "server dry run" in dry.stdout
+    assert (await kube.store.list("deployments", "default")).items == []
     assert "created" in (await kubectl("apply", "-f", str(path))).stdout
     assert "unchanged" in (await kubectl("apply", "-f", str(path))).stdout
     manifest["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"  # type: ignore[index]

@@ -429,3 +429,43 @@ async def test_bind_and_scale() -> None:
     assert scale["spec"]["replicas"] == 7
     assert scale["status"]["selector"] == "app=web"
     assert (await store.get("deployments.apps", "web", "default"))["spec"]["replicas"] == 7
+
+
+async def test_pod_disruption_budget_status_follows_pods() -> None:
+    """A PodDisruptionBudget's status counts healthy pods and the disruptions they allow."""
+    store = Store()
+    await store.create(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+        "default",
+    )
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    for name in ("a", "b", "c"):
+        await store.create("pods", pod(name, {"app": "web"}, nodeName="n1"), "default")
+        await store.patch(
+            "pods", name, {"status": ready}, namespace="default", subresource="status"
+        )
+    await asyncio.sleep(0)  # the refresh runs on the next loop iteration, like a controller
+    status = (await store.get("poddisruptionbudgets", "web", "default"))["status"]
+    assert (status["expectedPods"], status["currentHealthy"], status["desiredHealthy"]) == (3, 3, 2)
+    assert status["disruptionsAllowed"] == 1
+    await store.delete("pods", "a", "default")
+    await asyncio.sleep(0)
+    status = (await store.get("poddisruptionbudgets", "web", "default"))["status"]
+    assert status["disruptionsAllowed"] == 0
+    assert status["conditions"][0]["reason"] == "InsufficientPods"
+
+
+async def test_dry_run_stores_nothing() -> None:
+    """Inside dry_run(), a create returns the defaulted object but nothing is stored."""
+    store = Store()
+    before = store.resource_version
+    with store.dry_run():
+        shown = await store.create("pods", pod("a"), "default")
+    assert shown["status"]["phase"] == "Pending"
+    assert store.resource_version == before
+    with pytest.raises(NotFound):
+        await store.get("pods", "a", "default")
