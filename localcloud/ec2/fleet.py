@@ -314,17 +314,16 @@ def run_instant_fleet(
     )
     errors: list[FleetError] = []
     for candidate in ordered:
+        # A pool the driver marked unavailable fails with the code it chose, even where moto's
+        # data says the zone does not offer the type: the explicit setup is what a test means.
+        pool_error = pools.error_for(candidate.pool(capacity_type))
+        if pool_error is not None:
+            message = _pool_message(candidate, pool_error)
+            errors.append(FleetError(candidate, capacity_type, pool_error, message))
+            continue
         if candidate.problem is not None:
             code, message = candidate.problem
             errors.append(FleetError(candidate, capacity_type, code, message))
-            continue
-        pool_error = pools.error_for(candidate.pool(capacity_type))
-        if pool_error is not None:
-            errors.append(
-                FleetError(
-                    candidate, capacity_type, pool_error, _pool_message(candidate, pool_error)
-                )
-            )
             continue
         count = math.ceil(total_capacity / candidate.weighted_capacity)
         instance_ids = _launch(
