@@ -5,8 +5,10 @@ layer serves (so kubectl and daiku see their effects at once), is driven by stor
 and can be left out for tests that want a still cluster.
 
 - `DefaultScheduler` (scheduler.py): kube-scheduler's stand-in.
+- `Kubelets` (kubelets.py): a Node and a kubelet for every EC2 instance of the cluster.
 """
 
+from localcloud.kube.controllers.kubelets import Kubelets
 from localcloud.kube.controllers.scheduler import DefaultScheduler
 
-__all__ = ["DefaultScheduler"]
+__all__ = ["DefaultScheduler", "Kubelets"]
