@@ -15,6 +15,7 @@ from localcloud.kube.errors import Invalid
 
 JsonObject = dict[str, Any]
 Defaulter = Callable[[JsonObject], None]
+Converter = Callable[[JsonObject], JsonObject]
 
 _ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -28,6 +29,8 @@ class ResourceType:
     (nodes, as kubelets register them) instead of dropping it. `has_generation` means
     metadata.generation is kept and bumped on spec changes. `strategic_patch` is False for
     custom resources (the real apiserver answers 415 to a strategic merge patch on them).
+    `storage_key` names a type whose objects this one serves through `to_storage` /
+    `from_storage` (events.k8s.io/v1 events are core/v1 events, as in the real apiserver).
     """
 
     group: str
@@ -47,6 +50,10 @@ class ResourceType:
     extra_subresources: tuple[str, ...] = ()
     printer_columns: tuple[JsonObject, ...] = ()
     defaulter: Defaulter | None = field(default=None, compare=False)
+    # another served type whose objects this one shares, with the conversions both ways
+    storage_key: str = ""
+    to_storage: Converter | None = field(default=None, compare=False)
+    from_storage: Converter | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -182,6 +189,47 @@ def _default_event(event: JsonObject) -> None:
     event.setdefault("type", "Normal")
 
 
+# events.k8s.io/v1 field <-> core/v1 field (k8s.io/kubernetes pkg/apis/events/v1 conversion)
+_EVENT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("regarding", "involvedObject"),
+    ("related", "related"),
+    ("note", "message"),
+    ("reason", "reason"),
+    ("type", "type"),
+    ("action", "action"),
+    ("reportingController", "reportingComponent"),
+    ("reportingInstance", "reportingInstance"),
+    ("eventTime", "eventTime"),
+    ("series", "series"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+)
+
+
+def event_to_core(event: JsonObject) -> JsonObject:
+    """An events.k8s.io/v1 Event as the core/v1 Event it is stored as."""
+    core: JsonObject = {"apiVersion": "v1", "kind": "Event", "metadata": event.get("metadata", {})}
+    for new, old in _EVENT_FIELDS:
+        if new in event:
+            core[old] = event[new]
+    return core
+
+
+def event_from_core(core: JsonObject) -> JsonObject:
+    """A stored core/v1 Event as events.k8s.io/v1 serves it."""
+    event: JsonObject = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": core.get("metadata", {}),
+    }
+    for new, old in _EVENT_FIELDS:
+        if old in core:
+            event[new] = core[old]
+    return event
+
+
 BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "",
@@ -263,6 +311,9 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         short_names=("ev",),
         has_status=False,
         has_generation=False,
+        storage_key="v1/events",
+        to_storage=event_to_core,
+        from_storage=event_from_core,
     ),
     ResourceType(
         "coordination.k8s.io",

@@ -247,6 +247,8 @@ class Watcher:
     def _matches(self, obj: JsonObject | None) -> bool:
         if obj is None:
             return False
+        if self.resource_type.from_storage is not None:
+            obj = self.resource_type.from_storage(obj)
         meta = obj.get("metadata") or {}
         if self._namespace is not None and meta.get("namespace") != self._namespace:
             return False
@@ -265,16 +267,13 @@ class Watcher:
         return event if now_matches else None
 
     def _deliver(self, events: list[WatchEvent]) -> list[WatchEvent]:
-        rt = self.resource_type
         out = []
         for event in events:
-            obj = event.object
-            if obj.get("apiVersion") != rt.api_version:
-                obj = {**obj, "apiVersion": rt.api_version}
-                event = WatchEvent(event.type, obj, event.resource_version)  # noqa: PLW2901
-            if self._copy:
-                event = WatchEvent(event.type, copy_json(obj), event.resource_version)  # noqa: PLW2901
-            out.append(event)
+            served = self._store._served(self.resource_type, event.object, copy=self._copy)
+            if served is event.object:
+                out.append(event)  # shared, with its encoded line cached once for all watchers
+            else:
+                out.append(WatchEvent(event.type, served, event.resource_version))
         return out
 
     def take(self) -> list[WatchEvent]:
@@ -343,7 +342,8 @@ class Store:
     def register(self, resource_type: ResourceType) -> None:
         """Serve `resource_type` (replacing a previous registration of the same key)."""
         self._types[resource_type.key] = resource_type
-        self._buckets.setdefault((resource_type.group, resource_type.plural), _Bucket())
+        if not resource_type.storage_key:
+            self._buckets.setdefault((resource_type.group, resource_type.plural), _Bucket())
 
     def unregister(self, resource_type: ResourceType) -> None:
         self._types.pop(resource_type.key, None)
@@ -375,7 +375,18 @@ class Store:
         return self._rv
 
     def _bucket(self, rt: ResourceType) -> _Bucket:
-        return self._buckets[(rt.group, rt.plural)]
+        return (
+            self._buckets[(rt.group, rt.plural)]
+            if not rt.storage_key
+            else (self._bucket(self._types[rt.storage_key]))
+        )
+
+    def _storage_type(self, rt: ResourceType) -> ResourceType:
+        return self._types[rt.storage_key] if rt.storage_key else rt
+
+    @staticmethod
+    def _to_storage(rt: ResourceType, obj: JsonObject) -> JsonObject:
+        return rt.to_storage(obj) if rt.to_storage is not None else obj
 
     def _check_scope(self, rt: ResourceType, namespace: str | None) -> str:
         if rt.namespaced:
@@ -413,7 +424,9 @@ class Store:
         return obj
 
     def _served(self, rt: ResourceType, obj: JsonObject, *, copy: bool) -> JsonObject:
-        if obj.get("apiVersion") != rt.api_version:
+        if rt.from_storage is not None:
+            obj = rt.from_storage(obj)
+        elif obj.get("apiVersion") != rt.api_version:
             obj = {**obj, "apiVersion": rt.api_version}
         return copy_json(obj) if copy else obj
 
@@ -441,9 +454,10 @@ class Store:
         copy: bool,
     ) -> builtins.list[JsonObject]:
         items = []
-        for (ns, _), obj in self._bucket(rt).objects.items():
+        for (ns, _), stored in self._bucket(rt).objects.items():
             if namespace and rt.namespaced and ns != namespace:
                 continue
+            obj = stored if rt.from_storage is None else rt.from_storage(stored)
             meta = obj["metadata"]
             if labels.requirements and not labels.matches(meta.get("labels")):
                 continue
@@ -586,7 +600,8 @@ class Store:
         copy: bool = True,
     ) -> JsonObject:
         rt = self.resource(resource)
-        return self._served(rt, self._create(rt, obj, namespace), copy=copy)
+        stored = self._create(self._storage_type(rt), self._to_storage(rt, obj), namespace)
+        return self._served(rt, stored, copy=copy)
 
     def _create(  # noqa: PLR0912, PLR0915 - one step per apiserver admission rule
         self, rt: ResourceType, body: JsonObject, namespace: str | None
@@ -728,7 +743,10 @@ class Store:
         copy: bool = True,
     ) -> JsonObject:
         rt = self.resource(resource)
-        return self._served(rt, self._update(rt, obj, namespace, subresource), copy=copy)
+        stored = self._update(
+            self._storage_type(rt), self._to_storage(rt, obj), namespace, subresource
+        )
+        return self._served(rt, stored, copy=copy)
 
     def _update(  # noqa: PLR0912 - one step per apiserver update rule
         self,
@@ -836,7 +854,8 @@ class Store:
         *,
         subresource: str | None,
     ) -> JsonObject:
-        old = self._get(rt, name, namespace)
+        storage = self._storage_type(rt)
+        old = self._served(rt, self._get(storage, name, namespace), copy=False)
         patched = apply_patch(rt, old, body, patch_type)
         if not isinstance(patched, dict):
             raise Invalid(f'{rt.kind} "{name}": the patch did not produce an object')
@@ -849,7 +868,9 @@ class Store:
         meta["name"] = name
         if rt.namespaced:
             meta["namespace"] = old["metadata"]["namespace"]
-        return self._update(rt, patched, namespace, subresource, fresh=True)
+        return self._update(
+            storage, self._to_storage(rt, patched), namespace, subresource, fresh=True
+        )
 
     # ----------------------------------------------------------------- delete
 
@@ -866,7 +887,7 @@ class Store:
     ) -> JsonObject:
         rt = self.resource(resource)
         obj = self._delete(
-            rt,
+            self._storage_type(rt),
             name,
             namespace,
             grace_period_seconds=grace_period_seconds,

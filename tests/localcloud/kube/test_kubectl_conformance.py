@@ -86,7 +86,29 @@ async def test_get_wide_and_describe(kube: KubeApiServer, kubectl: Kubectl) -> N
     nodes = (await kubectl("get", "nodes", "-o", "wide")).stdout.splitlines()
     assert nodes[1].split()[:2] == ["n1", "Ready"]
     assert "10.0.0.7" in nodes[1].split()
+    web = await kube.store.get("pods", "web-1", "default")
+    await kube.store.create(
+        "events.k8s.io/v1/events",
+        {
+            "metadata": {"name": "web-1.nominated"},
+            "regarding": {
+                "kind": "Pod",
+                "name": "web-1",
+                "namespace": "default",
+                "uid": web["metadata"]["uid"],
+            },
+            "reason": "Nominated",
+            "note": "Pod should schedule on n1",
+            "type": "Normal",
+            "action": "Nominate",
+            "reportingController": "daiku.dev/scheduler",
+            "reportingInstance": "s-1",
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+        },
+        "default",
+    )
     described = (await kubectl("describe", "pod", "web-1")).stdout
+    assert "Pod should schedule on n1" in described
     assert "Node:" in described
     assert "n1/" in described or "n1" in described
     assert "app=web" in described

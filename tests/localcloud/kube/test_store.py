@@ -469,3 +469,33 @@ async def test_dry_run_stores_nothing() -> None:
     assert store.resource_version == before
     with pytest.raises(NotFound):
         await store.get("pods", "a", "default")
+
+
+async def test_events_are_one_resource_served_by_two_apis() -> None:
+    """An events.k8s.io/v1 Event is readable as a core/v1 Event (and back), fields converted."""
+    store = Store()
+    await store.create(
+        "events.k8s.io/v1/events",
+        {
+            "metadata": {"name": "e1"},
+            "regarding": {"kind": "Node", "name": "n1"},
+            "reason": "Launched",
+            "note": "launched i-1",
+            "type": "Normal",
+            "action": "Launch",
+            "reportingController": "daiku.dev/actuator",
+            "reportingInstance": "a-1",
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+        },
+        "default",
+    )
+    core = await store.list("v1/events", field_selector="involvedObject.name=n1")
+    assert [(e["message"], e["reason"], e["apiVersion"]) for e in core.items] == [
+        ("launched i-1", "Launched", "v1")
+    ]
+    again = await store.get("events.k8s.io/v1/events", "e1", "default")
+    assert (again["note"], again["regarding"]["name"]) == ("launched i-1", "n1")
+    watcher = store.watch("events.k8s.io/v1/events", since_rv=store.resource_version)
+    await store.patch("events.k8s.io/v1/events", "e1", {"note": "again"}, namespace="default")
+    ((kind, event),) = await watcher.poll(1)
+    assert (kind, event["note"], event["apiVersion"]) == ("MODIFIED", "again", "events.k8s.io/v1")
