@@ -16,6 +16,8 @@ from localcloud.ec2 import Ec2Emulator
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 # One attempt: tests assert on the raw answers, not on botocore's retries.
 NO_RETRIES = Config(retries={"total_max_attempts": 1, "mode": "standard"})
+# One session for all tests: it caches the parsed service models that make clients slow to build.
+SESSION = boto3.Session(region_name="us-east-1", **CREDENTIALS)
 
 
 @pytest.fixture(autouse=True)
@@ -43,13 +45,7 @@ def emulator() -> Iterator[Ec2Emulator]:
 
 
 def client(emulator: Ec2Emulator, service: str) -> Any:
-    return boto3.client(
-        service,
-        endpoint_url=emulator.endpoint_url,
-        region_name="us-east-1",
-        config=NO_RETRIES,
-        **CREDENTIALS,
-    )
+    return SESSION.client(service, endpoint_url=emulator.endpoint_url, config=NO_RETRIES)
 
 
 @pytest.fixture

@@ -11,12 +11,11 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 
 from localcloud.ec2 import Ec2Emulator
 
-from .conftest import CREDENTIALS, NO_RETRIES
+from .conftest import NO_RETRIES, SESSION, client
 from .test_create_fleet import create_fleet
 
 
@@ -76,9 +75,7 @@ def test_admin_fault_and_interrupt(emulator: Ec2Emulator, ec2: Any) -> None:
     assert ec2.describe_regions()["Regions"]
 
     sent = admin(emulator.endpoint_url, "POST", "interrupt", {"instance_id": "i-1"})
-    sqs = boto3.client(
-        "sqs", endpoint_url=emulator.endpoint_url, region_name="us-east-1", **CREDENTIALS
-    )
+    sqs = client(emulator, "sqs")
     (message,) = sqs.receive_message(QueueUrl=emulator.interruption_queue_url)["Messages"]
     assert message["MessageId"] == sent["message_id"]
     assert json.loads(message["Body"])["detail"]["instance-id"] == "i-1"
@@ -130,9 +127,7 @@ def test_module_entry_point_prints_ready_and_serves_ec2(
 ) -> None:
     """`python -m localcloud.ec2` prints a ready line with its endpoint, then serves EC2."""
     process, endpoint = emulator_process
-    ec2 = boto3.client(
-        "ec2", endpoint_url=endpoint, region_name="us-east-1", config=NO_RETRIES, **CREDENTIALS
-    )
+    ec2 = SESSION.client("ec2", endpoint_url=endpoint, config=NO_RETRIES)
 
     regions = {r["RegionName"] for r in ec2.describe_regions()["Regions"]}
 
