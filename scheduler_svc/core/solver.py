@@ -63,6 +63,7 @@ from scheduler_svc.core.requirements import (
 from scheduler_svc.core.taints import Taint, first_untolerated
 
 _INF = 1 << 62
+_TAIL_NODES = 4
 _GIB = 1024**3
 
 
@@ -898,9 +899,13 @@ class _Solver:
                 continue
             # Rounded so that equal prices per unit tie (then the bigger type wins) despite
             # floating-point noise in catalogs priced linearly.
-            # Price of covering the whole demand with this type alone: whole nodes, so a type
-            # that needs a second, mostly empty node for the tail does not look cheap.
-            nodes_needed = math.ceil(1.0 / units - 1e-9)
+            # Price per unit of demand; near the tail (a few nodes of this type would hold all
+            # that is left) count whole nodes, so a type needing a second, mostly empty node
+            # does not look cheap. Rounded so that equal prices tie despite float noise (then
+            # the bigger type wins: fewer nodes for the same price).
+            nodes_needed = 1.0 / units
+            if nodes_needed <= _TAIL_NODES:
+                nodes_needed = math.ceil(nodes_needed - 1e-9)
             score = float(f"{offers[0].price_per_hour * nodes_needed:.9g}")
             key = (score, -units, self.catalog.names[p])
             if key < best_key:
@@ -958,7 +963,11 @@ class _Solver:
                 for d, amount in enumerate(self._demand):
                     if amount > 0:
                         units = min(units, (alloc[d] - pool.overhead[d]) / amount)
-                placed = self._fill(b, [head])
+                # One copy of the head proves the claim can exist; the rest comes proportionally.
+                count, requirements, bits = self._max_copies(b, head, 1)
+                if count > 0:
+                    self._place(b, head, count, requirements, bits)
+                placed = count
                 if placed == 0:
                     self.bins.pop()
                     head.reasons[pool.nodepool.name] = (
