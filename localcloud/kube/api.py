@@ -45,6 +45,7 @@ from localcloud.kube.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
+from localcloud.kube.protobuf import decode_object
 from localcloud.kube.resources import ResourceType
 from localcloud.kube.store import Store, WatchEvent, apply_patch, copy_json
 from localcloud.kube.tables import to_table
@@ -328,6 +329,8 @@ class KubeApi:
         if not raw.strip():
             return {}
         content_type = request.content_type
+        if content_type == "application/vnd.kubernetes.protobuf":
+            return decode_object(raw)
         try:
             body = yaml.safe_load(raw) if "yaml" in content_type else json.loads(raw)
         except (ValueError, yaml.YAMLError) as error:

@@ -130,10 +130,11 @@ def _default_pod(pod: JsonObject) -> None:
 def _default_deployment(deployment: JsonObject) -> None:
     spec = deployment.setdefault("spec", {})
     spec.setdefault("replicas", 1)
-    spec.setdefault(
-        "strategy",
-        {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
-    )
+    if not (spec.get("strategy") or {}).get("type"):
+        spec["strategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"},
+        }
     spec.setdefault("revisionHistoryLimit", 10)
     spec.setdefault("progressDeadlineSeconds", 600)
     _default_template(spec)
@@ -157,10 +158,11 @@ def _default_replicaset(replicaset: JsonObject) -> None:
 
 def _default_daemonset(daemonset: JsonObject) -> None:
     spec = daemonset.setdefault("spec", {})
-    spec.setdefault(
-        "updateStrategy",
-        {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
-    )
+    if not (spec.get("updateStrategy") or {}).get("type"):
+        spec["updateStrategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+        }
     spec.setdefault("revisionHistoryLimit", 10)
     _default_template(spec)
 
@@ -300,6 +302,49 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         short_names=("pv",),
         has_generation=False,
         defaulter=_default_pv,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "configmaps",
+        "ConfigMap",
+        namespaced=True,
+        singular="configmap",
+        short_names=("cm",),
+        has_status=False,
+        has_generation=False,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "secrets",
+        "Secret",
+        namespaced=True,
+        singular="secret",
+        has_status=False,
+        has_generation=False,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        namespaced=True,
+        singular="serviceaccount",
+        short_names=("sa",),
+        has_status=False,
+        has_generation=False,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "services",
+        "Service",
+        namespaced=True,
+        singular="service",
+        short_names=("svc",),
+        categories=("all",),
+        has_generation=False,
     ),
     ResourceType(
         "events.k8s.io",

@@ -1,0 +1,71 @@
+"""Protobuf request bodies from kubectl's typed clients (`kubectl create <kind> ...`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from localcloud.kube.errors import UnsupportedMediaType
+from localcloud.kube.protobuf import MAGIC, decode_object
+from localcloud.kube.server import KubeApiServer
+from tests.localcloud.kube.conftest import Kubectl
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes | int) -> bytes:
+    if isinstance(payload, int):
+        return _varint(number << 3) + _varint(payload)
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _envelope(api_version: str, kind: str, raw: bytes) -> bytes:
+    type_meta = _field(1, api_version.encode()) + _field(2, kind.encode())
+    return MAGIC + _field(1, type_meta) + _field(2, raw)
+
+
+async def test_decodes_a_namespace_skipping_empty_go_fields() -> None:
+    """A Namespace body decodes to its JSON form; empty fields Go always encodes are skipped."""
+    label = _field(1, b"team") + _field(2, b"a")
+    meta = _field(1, b"ns1") + _field(4, b"") + _field(7, 0) + _field(11, label)
+    obj = decode_object(_envelope("v1", "Namespace", _field(1, meta) + _field(2, b"")))
+    assert obj == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "ns1", "labels": {"team": "a"}},
+        "spec": {},
+    }
+
+
+async def test_unknown_nonempty_field_is_refused() -> None:
+    """A field the decoder does not know is an UnsupportedMediaType naming it, not dropped."""
+    meta = _field(1, b"ns1") + _field(99, b"surprise")
+    with pytest.raises(UnsupportedMediaType, match="field 99 of ObjectMeta"):
+        decode_object(_envelope("v1", "Namespace", _field(1, meta)))
+
+
+async def test_kubectl_create_generators(kube: KubeApiServer, kubectl: Kubectl) -> None:
+    """kubectl create namespace/deployment/pdb/configmap/secret (protobuf bodies) store the
+    objects they describe."""
+    await kubectl("create", "namespace", "team-a")
+    await kubectl("create", "deployment", "web", "--image=nginx", "--replicas=0", "--port=80")
+    await kubectl("create", "pdb", "web", "--selector=app=web", "--min-available=50%")
+    await kubectl("create", "configmap", "c1", "--from-literal=a=b")
+    await kubectl("create", "secret", "generic", "s1", "--from-literal=x=y")
+    await kube.store.get("namespaces", "team-a")
+    web = await kube.store.get("deployments", "web", "default")
+    assert web["spec"]["replicas"] == 0
+    assert web["spec"]["strategy"]["type"] == "RollingUpdate"
+    container = web["spec"]["template"]["spec"]["containers"][0]
+    assert (container["image"], container["ports"]) == ("nginx", [{"containerPort": 80}])
+    pdb = await kube.store.get("poddisruptionbudgets", "web", "default")
+    assert pdb["spec"] == {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}}
+    assert (await kube.store.get("configmaps", "c1", "default"))["data"] == {"a": "b"}
+    assert (await kube.store.get("secrets", "s1", "default"))["data"] == {"x": "eQ=="}
