@@ -381,6 +381,10 @@ def _launch(
         "region_name": context.region,
         "metadata_options": template_data.get("MetadataOptions") or {},
     }
+    if template_data.get("BlockDeviceMappings"):
+        # Passed explicitly so they replace moto's default root volume, as on EC2 where the
+        # template's mapping for the root device overrides the AMI's.
+        kwargs["block_device_mappings"] = template_data["BlockDeviceMappings"]
     if candidate.subnet_id:
         kwargs["subnet_id"] = candidate.subnet_id
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -10,6 +11,8 @@ from botocore.exceptions import ClientError
 from localcloud.ec2 import Ec2Emulator, PoolKey
 from localcloud.ec2.instance_types import on_demand_prices
 from localcloud.ec2.spot_prices import spot_price
+
+from .conftest import client
 
 
 def create_fleet(
@@ -271,3 +274,61 @@ def test_create_fleet_calls_record_timing_overrides_and_errors(
     )
     assert call.launched_pool == PoolKey("m5.large", "us-east-1b", "on-demand")
     assert call.instance_ids == tuple(response["Instances"][0]["InstanceIds"])
+
+
+def test_template_block_devices_interface_groups_and_metadata_reach_the_instance(
+    emulator: Ec2Emulator, ec2: Any
+) -> None:
+    """A template's root volume, interface groups and metadata options shape the instance."""
+    template = ec2.create_launch_template(
+        LaunchTemplateName="daiku-public",
+        LaunchTemplateData={
+            "ImageId": emulator.image_ids["arm64"],
+            "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1},
+            "NetworkInterfaces": [
+                {
+                    "DeviceIndex": 0,
+                    "AssociatePublicIpAddress": True,
+                    "Groups": [emulator.security_group_id],
+                }
+            ],
+            "BlockDeviceMappings": [
+                {"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 20, "VolumeType": "gp3"}}
+            ],
+        },
+    )["LaunchTemplate"]
+
+    response = create_fleet(
+        ec2, emulator, template["LaunchTemplateId"], [("m6g.large", "us-east-1b")]
+    )
+
+    instance_id = response["Instances"][0]["InstanceIds"][0]
+    instance = describe(ec2, instance_id)
+    assert instance["Architecture"] == "arm64"
+    assert [g["GroupId"] for g in instance["SecurityGroups"]] == [emulator.security_group_id]
+    assert instance["MetadataOptions"]["HttpTokens"] == "required"
+    volumes = ec2.describe_volumes(
+        Filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}]
+    )["Volumes"]
+    assert [(v["Size"], v["VolumeType"]) for v in volumes] == [(20, "gp3")]
+
+
+def test_concurrent_requests_with_one_client_token_launch_one_instance(
+    emulator: Ec2Emulator, launch_template_id: str
+) -> None:
+    """Eight concurrent CreateFleets sharing a ClientToken all return the one instance launched."""
+    clients = [client(emulator, "ec2") for _ in range(8)]
+
+    def launch(ec2: Any) -> list[str]:
+        response = create_fleet(
+            ec2, emulator, launch_template_id, [("m5.large", "us-east-1a")], client_token="same"
+        )
+        ids: list[str] = response["Instances"][0]["InstanceIds"]
+        return ids
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(launch, clients))
+
+    assert len({tuple(ids) for ids in results}) == 1
+    reservations = clients[0].describe_instances()["Reservations"]
+    assert sum(len(r["Instances"]) for r in reservations) == 1
