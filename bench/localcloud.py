@@ -108,6 +108,12 @@ asyncio.run(main())
 """
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def bench_http_writes(count: int, concurrency: int = 16) -> None:
     """The server in its own process (as `python -m localcloud` runs it), clients here."""
     server = await asyncio.create_subprocess_exec(
@@ -116,7 +122,13 @@ async def bench_http_writes(count: int, concurrency: int = 16) -> None:
     assert server.stdout is not None
     try:
         base = (await asyncio.wait_for(server.stdout.readline(), 30)).decode().strip()
+        cpu_before = _cpu_seconds(server.pid)
         await _http_writes(base, count, concurrency)
+        cpu_used = _cpu_seconds(server.pid) - cpu_before
+        print(
+            f"  server CPU per HTTP write: {cpu_used / count * 1000:.2f} ms "
+            f"-> {count / cpu_used:,.0f} writes/s per fully used core"
+        )
     finally:
         server.terminate()
         await server.wait()
