@@ -1,0 +1,464 @@
+"""Deployment -> ReplicaSet -> Pods, as kube-controller-manager's two controllers do it.
+
+`ReplicaSetController` keeps `spec.replicas` active pods (not terminal, not being deleted) per
+ReplicaSet: it creates missing ones from the template (generateName `<rs>-`, owned by the
+ReplicaSet) and, scaling down, deletes the pods kube would pick first: unscheduled before
+scheduled, Pending before Running, not ready before ready, newest first. It writes
+status.replicas / fullyLabeledReplicas / readyReplicas / availableReplicas / observedGeneration.
+
+`DeploymentController` owns one ReplicaSet per pod template, named `<deployment>-<hash>` with
+the `pod-template-hash` label (kube's hash alphabet), sizes the current one to `spec.replicas`
+and scales the older ones to zero (a rollout replaces them at once: maxSurge/maxUnavailable
+pacing is not modelled), keeps `revisionHistoryLimit` old ones, and writes status (replicas,
+updatedReplicas, readyReplicas, availableReplicas, unavailableReplicas, observedGeneration,
+Available and Progressing conditions) so `kubectl scale` and `kubectl rollout status` work.
+
+Both keep their own index of owned objects, updated at once after their own writes, so a
+reconcile never acts twice on a change the watch has not delivered yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import structlog
+
+from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key
+from localcloud.kube.controllers.reconciler import Reconciler, controller_of, owner_reference
+from localcloud.kube.errors import ApiError, NotFound
+from localcloud.kube.selectors import label_selector_from_object
+from localcloud.kube.store import DELETED, Store, copy_json, format_timestamp
+
+JsonObject = dict[str, Any]
+POD_TEMPLATE_HASH: Final = "pod-template-hash"
+REVISION_ANNOTATION: Final = "deployment.kubernetes.io/revision"
+_HASH_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+_PHASE_RANK: Final = {"Pending": 0, "Unknown": 1, "Running": 2}
+_TERMINAL: Final = ("Succeeded", "Failed")
+# how many pods one reconcile creates at most; the rest come in the next round
+_BURST: Final = 500
+
+log = structlog.get_logger("localcloud.kube.controllers.workloads")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def pod_template_hash(template: JsonObject, collision_count: int = 0) -> str:
+    """A stable hash of a pod template, spelled as kube spells it (SafeEncodeString of the
+    decimal FNV-32a value)."""
+    data = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
+    if collision_count:
+        data += str(collision_count).encode()
+    value = 0x811C9DC5
+    for byte in data:
+        value ^= byte
+        value = (value * 0x01000193) & 0xFFFFFFFF
+    return "".join(_HASH_ALPHABET[ord(c) % len(_HASH_ALPHABET)] for c in str(value))
+
+
+def is_pod_active(pod: JsonObject) -> bool:
+    return (
+        not pod["metadata"].get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase") not in _TERMINAL
+    )
+
+
+def is_pod_ready(pod: JsonObject) -> bool:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False
+
+
+class OwnedIndex:
+    """Objects by their controller's uid, fed by an informer and by the owner's own writes."""
+
+    def __init__(self) -> None:
+        self.by_owner: dict[str, dict[ObjectKey, JsonObject]] = {}
+        self._owner_of: dict[ObjectKey, str] = {}
+
+    def observe(self, kind: str, obj: JsonObject) -> str | None:
+        """Record a change; returns the controller uid to reconcile (old or new), if any."""
+        key = object_key(obj)
+        old_owner = self._owner_of.pop(key, None)
+        if old_owner is not None:
+            self.by_owner.get(old_owner, {}).pop(key, None)
+        if kind == DELETED:
+            return old_owner
+        reference = controller_of(obj)
+        if reference is None or not reference.get("uid"):
+            return old_owner
+        owner = str(reference["uid"])
+        self.by_owner.setdefault(owner, {})[key] = obj
+        self._owner_of[key] = owner
+        return owner
+
+    def owned(self, owner_uid: str) -> list[JsonObject]:
+        return list(self.by_owner.get(owner_uid, {}).values())
+
+
+class ReplicaSetController(Reconciler):
+    """Keeps each ReplicaSet's pods; see the module docstring."""
+
+    name = "replicaset"
+
+    def __init__(self, store: Store, *, clock: Callable[[], datetime] = _now) -> None:
+        super().__init__()
+        self.store = store
+        self.clock = clock
+        self.pods_index = OwnedIndex()
+        self._rs_by_uid: dict[str, ObjectKey] = {}
+        self.replicasets = Informer(store, "replicasets", self._on_replicaset)
+        self.pods = Informer(store, "pods", self._on_pod)
+
+    def _on_replicaset(self, kind: str, rs: JsonObject, previous: JsonObject | None) -> None:
+        key = object_key(rs)
+        if kind == DELETED:
+            self._rs_by_uid.pop(rs["metadata"]["uid"], None)
+            return
+        self._rs_by_uid[rs["metadata"]["uid"]] = key
+        self.enqueue(key)
+
+    def _on_pod(self, kind: str, pod: JsonObject, previous: JsonObject | None) -> None:
+        owner = self.pods_index.observe(kind, pod)
+        if owner is not None and owner in self._rs_by_uid:
+            self.enqueue(self._rs_by_uid[owner])
+
+    async def run(self) -> None:
+        self.replicasets.start()
+        self.pods.start()
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.replicasets.run())
+            tasks.create_task(self.pods.run())
+            tasks.create_task(self.drain())
+
+    async def reconcile(self, key: ObjectKey) -> None:
+        rs = self.replicasets.cache.get(key)
+        if rs is None or rs["metadata"].get("deletionTimestamp"):
+            return
+        uid = rs["metadata"]["uid"]
+        spec = rs.get("spec") or {}
+        wanted = int(spec.get("replicas", 1))
+        active = [p for p in self.pods_index.owned(uid) if is_pod_active(p)]
+        if len(active) < wanted:
+            await self._create_pods(rs, min(wanted - len(active), _BURST))
+            if wanted - len(active) > _BURST:
+                self.enqueue(key)
+        elif len(active) > wanted:
+            await self._delete_pods(sorted(active, key=_deletion_rank)[: len(active) - wanted])
+        await self._write_status(key, rs)
+
+    async def _create_pods(self, rs: JsonObject, count: int) -> None:
+        template = (rs.get("spec") or {}).get("template") or {}
+        meta = rs["metadata"]
+        for _ in range(count):
+            pod = {
+                "metadata": {
+                    **copy_json(template.get("metadata") or {}),
+                    "generateName": f"{meta['name']}-",
+                    "namespace": meta["namespace"],
+                    "ownerReferences": [owner_reference(rs)],
+                },
+                "spec": copy_json(template.get("spec") or {}),
+            }
+            pod["metadata"].pop("name", None)
+            try:
+                created = await self.store.create("pods", pod, meta["namespace"])
+            except ApiError as error:
+                log.warning("pod_create_failed", replicaset=meta["name"], error=str(error))
+                return
+            self.pods_index.observe("ADDED", created)
+
+    async def _delete_pods(self, pods: list[JsonObject]) -> None:
+        for pod in pods:
+            meta = pod["metadata"]
+            try:
+                gone = await self.store.delete(
+                    "pods", meta["name"], meta["namespace"], preconditions={"uid": meta["uid"]}
+                )
+            except NotFound:
+                continue
+            except ApiError as error:
+                log.warning("pod_delete_failed", pod=meta["name"], error=str(error))
+                continue
+            if gone["metadata"].get("deletionTimestamp"):
+                self.pods_index.observe("MODIFIED", gone)
+            else:
+                self.pods_index.observe(DELETED, gone)
+
+    async def _write_status(self, key: ObjectKey, rs: JsonObject) -> None:
+        owned = self.pods_index.owned(rs["metadata"]["uid"])
+        active = [p for p in owned if is_pod_active(p)]
+        template_labels = ((rs.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
+            "labels"
+        ) or {}
+        ready = [p for p in active if is_pod_ready(p)]
+        status = {
+            "replicas": len(active),
+            "fullyLabeledReplicas": sum(
+                1
+                for p in active
+                if all(
+                    (p["metadata"].get("labels") or {}).get(k) == v
+                    for k, v in template_labels.items()
+                )
+            ),
+            "readyReplicas": len(ready),
+            "availableReplicas": len(ready),
+            "observedGeneration": rs["metadata"].get("generation", 1),
+        }
+        current = rs.get("status") or {}
+        if all(current.get(k) == v for k, v in status.items()):
+            return
+        await _update_status(self.store, "replicasets", rs, {**current, **status})
+
+
+class DeploymentController(Reconciler):
+    """Keeps each Deployment's ReplicaSets; see the module docstring."""
+
+    name = "deployment"
+
+    def __init__(self, store: Store, *, clock: Callable[[], datetime] = _now) -> None:
+        super().__init__()
+        self.store = store
+        self.clock = clock
+        self.rs_index = OwnedIndex()
+        self._deployment_by_uid: dict[str, ObjectKey] = {}
+        self.deployments = Informer(store, "deployments", self._on_deployment)
+        self.replicasets = Informer(store, "replicasets", self._on_replicaset)
+
+    def _on_deployment(self, kind: str, obj: JsonObject, previous: JsonObject | None) -> None:
+        if kind == DELETED:
+            self._deployment_by_uid.pop(obj["metadata"]["uid"], None)
+            return
+        key = object_key(obj)
+        self._deployment_by_uid[obj["metadata"]["uid"]] = key
+        self.enqueue(key)
+
+    def _on_replicaset(self, kind: str, rs: JsonObject, previous: JsonObject | None) -> None:
+        owner = self.rs_index.observe(kind, rs)
+        if owner is not None and owner in self._deployment_by_uid:
+            self.enqueue(self._deployment_by_uid[owner])
+
+    async def run(self) -> None:
+        self.deployments.start()
+        self.replicasets.start()
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.deployments.run())
+            tasks.create_task(self.replicasets.run())
+            tasks.create_task(self.drain())
+
+    async def reconcile(self, key: ObjectKey) -> None:
+        deployment = self.deployments.cache.get(key)
+        if deployment is None or deployment["metadata"].get("deletionTimestamp"):
+            return
+        spec = deployment.get("spec") or {}
+        template = spec.get("template") or {}
+        if label_selector_from_object(spec.get("selector")).is_empty:
+            log.warning("deployment_selector_empty", deployment=f"{key[0]}/{key[1]}")
+            return
+        wanted = int(spec.get("replicas", 1))
+        owned = self.rs_index.owned(deployment["metadata"]["uid"])
+        template_hash = pod_template_hash(template)
+        current = next(
+            (
+                rs
+                for rs in owned
+                if (rs["metadata"].get("labels") or {}).get(POD_TEMPLATE_HASH) == template_hash
+            ),
+            None,
+        )
+        old = [rs for rs in owned if rs is not current]
+        if not spec.get("paused"):
+            if current is None:
+                current = await self._create_replicaset(deployment, template_hash, wanted, old)
+            elif int((current.get("spec") or {}).get("replicas", 0)) != wanted:
+                current = await self._scale(current, wanted)
+            for rs in old:
+                if int((rs.get("spec") or {}).get("replicas", 0)) != 0:
+                    await self._scale(rs, 0)
+            await self._prune_history(deployment, old)
+        await self._write_status(deployment, current)
+
+    async def _create_replicaset(
+        self, deployment: JsonObject, template_hash: str, replicas: int, old: list[JsonObject]
+    ) -> JsonObject | None:
+        meta = deployment["metadata"]
+        spec = deployment.get("spec") or {}
+        template = copy_json(spec.get("template") or {})
+        template.setdefault("metadata", {}).setdefault("labels", {})[POD_TEMPLATE_HASH] = (
+            template_hash
+        )
+        selector = copy_json(spec.get("selector") or {})
+        selector.setdefault("matchLabels", {})[POD_TEMPLATE_HASH] = template_hash
+        revision = 1 + max(
+            (
+                int((rs["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION, "0") or 0)
+                for rs in old
+            ),
+            default=0,
+        )
+        rs = {
+            "metadata": {
+                "name": f"{meta['name']}-{template_hash}",
+                "namespace": meta["namespace"],
+                "labels": dict(template["metadata"]["labels"]),
+                "annotations": {
+                    REVISION_ANNOTATION: str(revision),
+                    "deployment.kubernetes.io/desired-replicas": str(replicas),
+                    "deployment.kubernetes.io/max-replicas": str(replicas),
+                },
+                "ownerReferences": [owner_reference(deployment)],
+            },
+            "spec": {
+                "replicas": replicas,
+                "minReadySeconds": int(spec.get("minReadySeconds", 0)),
+                "selector": selector,
+                "template": template,
+            },
+        }
+        try:
+            created = await self.store.create("replicasets", rs, meta["namespace"])
+        except ApiError as error:
+            log.warning("replicaset_create_failed", deployment=meta["name"], error=str(error))
+            return None
+        self.rs_index.observe("ADDED", created)
+        log.info("replicaset_created", replicaset=created["metadata"]["name"], replicas=replicas)
+        return created
+
+    async def _scale(self, rs: JsonObject, replicas: int) -> JsonObject:
+        new = copy_json(rs)
+        new["spec"]["replicas"] = replicas
+        annotations = new["metadata"].setdefault("annotations", {})
+        annotations["deployment.kubernetes.io/desired-replicas"] = str(replicas)
+        annotations["deployment.kubernetes.io/max-replicas"] = str(replicas)
+        try:
+            updated = await self.store.update("replicasets", new)
+        except ApiError as error:
+            log.info("replicaset_scale_failed", replicaset=rs["metadata"]["name"], error=str(error))
+            return rs
+        self.rs_index.observe("MODIFIED", updated)
+        return updated
+
+    async def _prune_history(self, deployment: JsonObject, old: list[JsonObject]) -> None:
+        limit = int((deployment.get("spec") or {}).get("revisionHistoryLimit", 10))
+        idle = [
+            rs
+            for rs in old
+            if int((rs.get("spec") or {}).get("replicas", 0)) == 0
+            and int((rs.get("status") or {}).get("replicas", 0)) == 0
+        ]
+        idle.sort(
+            key=lambda rs: int(
+                (rs["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION, "0") or 0
+            )
+        )
+        for rs in idle[: max(0, len(idle) - limit)]:
+            try:
+                gone = await self.store.delete(
+                    "replicasets", rs["metadata"]["name"], rs["metadata"]["namespace"]
+                )
+            except ApiError:
+                continue
+            self.rs_index.observe(DELETED, gone)
+
+    async def _write_status(self, deployment: JsonObject, current: JsonObject | None) -> None:
+        spec = deployment.get("spec") or {}
+        wanted = int(spec.get("replicas", 1))
+        everything = self.rs_index.owned(deployment["metadata"]["uid"])
+
+        def total(field: str, sets: list[JsonObject]) -> int:
+            return sum(int((rs.get("status") or {}).get(field, 0)) for rs in sets)
+
+        replicas = total("replicas", everything)
+        updated = total("replicas", [current] if current else [])
+        ready = total("readyReplicas", everything)
+        available = total("availableReplicas", everything)
+        now = format_timestamp(self.clock())
+        previous = deployment.get("status") or {}
+        old_conditions = {c.get("type"): c for c in previous.get("conditions") or []}
+
+        def condition(kind: str, status: str, reason: str, message: str) -> JsonObject:
+            before = old_conditions.get(kind) or {}
+            same = before.get("status") == status
+            return {
+                "type": kind,
+                "status": status,
+                "lastUpdateTime": before.get("lastUpdateTime", now)
+                if same and before.get("reason") == reason
+                else now,
+                "lastTransitionTime": before.get("lastTransitionTime", now) if same else now,
+                "reason": reason,
+                "message": message,
+            }
+
+        rs_name = current["metadata"]["name"] if current else ""
+        complete = updated == wanted and replicas == wanted and available == wanted
+        status: JsonObject = {
+            "observedGeneration": deployment["metadata"].get("generation", 1),
+            "replicas": replicas,
+            "updatedReplicas": updated,
+            "readyReplicas": ready,
+            "availableReplicas": available,
+            "unavailableReplicas": max(0, wanted - available),
+            "conditions": [
+                condition(
+                    "Available",
+                    "True" if available >= wanted else "False",
+                    "MinimumReplicasAvailable"
+                    if available >= wanted
+                    else "MinimumReplicasUnavailable",
+                    "Deployment has minimum availability."
+                    if available >= wanted
+                    else "Deployment does not have minimum availability.",
+                ),
+                condition(
+                    "Progressing",
+                    "True",
+                    "NewReplicaSetAvailable" if complete else "ReplicaSetUpdated",
+                    f'ReplicaSet "{rs_name}" has successfully progressed.'
+                    if complete
+                    else f'ReplicaSet "{rs_name}" is progressing.',
+                ),
+            ],
+        }
+        for field in ("readyReplicas", "availableReplicas", "unavailableReplicas"):
+            if status[field] == 0:
+                del status[field]  # kube omits zero counts (omitempty)
+        if status == previous:
+            return
+        await _update_status(self.store, "deployments", deployment, status)
+
+
+def _deletion_rank(pod: JsonObject) -> tuple[int, int, int, str, str]:
+    """Pods kube deletes first sort first: unscheduled, Pending, not ready, newest."""
+    status = pod.get("status") or {}
+    meta = pod["metadata"]
+    return (
+        1 if (pod.get("spec") or {}).get("nodeName") else 0,
+        _PHASE_RANK.get(str(status.get("phase")), 0),
+        1 if is_pod_ready(pod) else 0,
+        _negated(str(meta.get("creationTimestamp", ""))),
+        _negated(str(meta.get("name", ""))),
+    )
+
+
+def _negated(text: str) -> str:
+    """A string that sorts in the reverse order of `text` (for 'newest first')."""
+    return "".join(chr(0x10FFFF - ord(c)) for c in text)
+
+
+async def _update_status(store: Store, resource: str, obj: JsonObject, status: JsonObject) -> None:
+    meta = obj["metadata"]
+    body = {**obj, "metadata": dict(meta), "status": status}
+    try:
+        await store.update(resource, body, meta.get("namespace"), subresource="status")
+    except (NotFound, ApiError) as error:
+        # a stale read: the change that made it stale enqueues the object again
+        log.debug("status_update_skipped", resource=resource, name=meta["name"], error=str(error))
