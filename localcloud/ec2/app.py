@@ -511,12 +511,9 @@ class Ec2EmulatorApp:
 
 
 def fleet_context_for_region(region: str) -> FleetContext:
-    from localcloud.ec2.instance_types import instance_type_zones, on_demand_prices
+    from localcloud.ec2.instance_types import emulated_on_demand_prices, instance_type_zones
 
-    try:
-        prices = on_demand_prices(region)
-    except ValueError:
-        prices = {}
+    prices = emulated_on_demand_prices(region)
     try:
         zones = instance_type_zones(region)
     except ValueError:

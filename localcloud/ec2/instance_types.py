@@ -59,3 +59,18 @@ def on_demand_prices(region: str) -> dict[str, float]:
     if region not in regions:
         raise ValueError(f"region {region!r} is not in the on-demand price list")
     return {name: float(price) for name, price in regions[region].items()}
+
+
+# The shared list may hold only some regions; the emulator prices the others like this one.
+FALLBACK_PRICE_REGION = "us-east-1"
+
+
+def emulated_on_demand_prices(region: str) -> dict[str, float]:
+    """`on_demand_prices(region)`, or those of FALLBACK_PRICE_REGION when the list lacks `region`.
+
+    Only the emulator uses this: it must price every region it serves, real or not.
+    """
+    try:
+        return on_demand_prices(region)
+    except ValueError:
+        return on_demand_prices(FALLBACK_PRICE_REGION)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from localcloud.ec2.instance_types import describe_instance_types, on_demand_prices
+from localcloud.ec2.instance_types import describe_instance_types, emulated_on_demand_prices
 
 PAGE_SIZE = 100
 # The Pricing API names regions by their console location.
@@ -37,7 +37,7 @@ def _products(region: str) -> list[tuple[dict[str, str], float]]:
     """(attributes, hourly USD price) of every instance type priced in `region`."""
     shapes = describe_instance_types()
     products = []
-    for instance_type, price in sorted(on_demand_prices(region).items()):
+    for instance_type, price in sorted(emulated_on_demand_prices(region).items()):
         shape = shapes.get(instance_type, {})
         attributes = {
             "servicecode": "AmazonEC2",
@@ -116,10 +116,7 @@ def get_products(request: Mapping[str, Any]) -> dict[str, Any]:
         region = by_location.get(terms["location"], terms["location"])
     if region is None:
         raise ValueError("a regionCode or location filter is required")
-    try:
-        products = _products(region)
-    except ValueError:
-        products = []
+    products = _products(region)
     # The real API matches field names and values case-insensitively.
     wanted = {field.lower(): value.lower() for field, value in terms.items()}
     matching = [

@@ -8,7 +8,7 @@ from typing import Any
 from localcloud.ec2 import Ec2Emulator
 from localcloud.ec2.instance_types import instance_type_zones, on_demand_prices
 
-from .conftest import client
+from .conftest import SESSION, client
 
 
 def test_spot_price_history_is_below_on_demand_for_every_zone(
@@ -67,3 +67,15 @@ def test_pricing_get_products_returns_the_shared_on_demand_price(emulator: Ec2Em
     (offer,) = item["terms"]["OnDemand"].values()
     (dimension,) = offer["priceDimensions"].values()
     assert float(dimension["pricePerUnit"]["USD"]) == on_demand_prices("us-east-1")["m5.large"]
+
+
+def test_regions_missing_from_the_price_list_are_priced_like_us_east_1() -> None:
+    """An emulator in us-west-2 (absent from the shared list) still serves spot prices."""
+    with Ec2Emulator(region="us-west-2") as emulator:
+        ec2 = SESSION.client("ec2", endpoint_url=emulator.endpoint_url, region_name="us-west-2")
+        history = ec2.describe_spot_price_history(InstanceTypes=["m5.large"])["SpotPriceHistory"]
+
+    assert {h["AvailabilityZone"] for h in history} == set(
+        instance_type_zones("us-west-2")["m5.large"]
+    )
+    assert all(float(h["SpotPrice"]) < on_demand_prices("us-east-1")["m5.large"] for h in history)
