@@ -1,0 +1,529 @@
+"""A typed façade over the actuator's gRPC API (`daiku.actuator.v1.Actuator`).
+
+Every call carries the bearer token and a deadline; protobuf messages stop here: callers get the
+core's `InstanceType` and this module's frozen dataclasses, and failures arrive as the
+`scheduler_svc.errors.ActuatorError` subclasses (see that module's tree):
+
+- `launch_nodeclaim` is idempotent per NodeClaim name (the actuator's contract), so a retry after
+  `UnavailableError` never launches a second instance. `ResourceExhaustedError` means every
+  offering failed; its `failed_offerings` name them.
+- `terminate_nodeclaim` raises `NotFoundError` for a claim that never had an instance: callers
+  treat that as done.
+- UNAVAILABLE answers are retried by the gRPC channel itself (a few attempts with backoff,
+  every method being idempotent) before `UnavailableError` is raised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_status import rpc_status
+
+from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
+from scheduler_svc.core.model import InstanceType, Offering, Resources
+from scheduler_svc.errors import (
+    ActuatorError,
+    DeadlineExceededError,
+    FailedOffering,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+)
+
+# -- what callers pass ------------------------------------------------------------------------
+
+
+class OfferingChoice(Protocol):
+    """Where to launch: the core's `OfferingOption` fits."""
+
+    @property
+    def instance_type(self) -> str: ...
+    @property
+    def zone(self) -> str: ...
+    @property
+    def capacity_type(self) -> str: ...
+
+
+class TaintSpec(Protocol):
+    """A taint the node registers with: the core's `Taint` fits."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def effect(self) -> str: ...
+
+
+# -- what callers get -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchAttempt:
+    """One CreateFleet call of a launch: the offerings it sent and those that failed."""
+
+    started_at: datetime | None
+    ended_at: datetime | None
+    offerings: tuple[tuple[str, str, str], ...]  # (instance_type, zone, capacity_type)
+    failed_offerings: tuple[FailedOffering, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchedInstance:
+    """The instance a NodeClaim got. `attempts` is empty for an idempotent repeat."""
+
+    nodeclaim_name: str
+    provider_id: str
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price_per_hour: float
+    image_id: str
+    launch_time: datetime | None
+    attempts: tuple[LaunchAttempt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TerminatedInstance:
+    """The instance of a terminated claim and its EC2 state after the call."""
+
+    instance_id: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloudInstance:
+    """An instance tagged for the cluster, as the actuator sees it (EC2 `state`)."""
+
+    nodeclaim_name: str
+    nodepool_name: str
+    provider_id: str
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    state: str
+    launch_time: datetime | None
+    image_id: str
+    tags: Mapping[str, str]
+
+
+class CloudEventKind(StrEnum):
+    SPOT_INTERRUPTION_WARNING = "SpotInterruptionWarning"
+    REBALANCE_RECOMMENDATION = "RebalanceRecommendation"
+    SCHEDULED_CHANGE = "ScheduledChange"
+    INSTANCE_STATE_CHANGE = "InstanceStateChange"
+    UNSPECIFIED = "Unspecified"
+
+
+_EVENT_KINDS = {
+    actuator_pb2.CLOUD_EVENT_KIND_SPOT_INTERRUPTION_WARNING: (
+        CloudEventKind.SPOT_INTERRUPTION_WARNING
+    ),
+    actuator_pb2.CLOUD_EVENT_KIND_REBALANCE_RECOMMENDATION: CloudEventKind.REBALANCE_RECOMMENDATION,
+    actuator_pb2.CLOUD_EVENT_KIND_SCHEDULED_CHANGE: CloudEventKind.SCHEDULED_CHANGE,
+    actuator_pb2.CLOUD_EVENT_KIND_INSTANCE_STATE_CHANGE: CloudEventKind.INSTANCE_STATE_CHANGE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CloudEvent:
+    """An interruption or state change of one instance. `nodeclaim_name` is "" for instances
+    not tagged with a claim; `deadline` is when a spot instance will be reclaimed."""
+
+    id: str
+    kind: CloudEventKind
+    instance_id: str
+    provider_id: str
+    nodeclaim_name: str
+    instance_state: str
+    time: datetime | None
+    deadline: datetime | None
+    offering: tuple[str, str, str] | None  # (instance_type, zone, capacity_type)
+
+
+# -- connection -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """TLS for the channel: `ca_file` verifies the actuator; `cert_file` + `key_file` make it
+    mTLS; `server_name` overrides the name checked against the certificate."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    server_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActuatorDeadlines:
+    """Per-call deadlines. Launch is long: the actuator may walk many offerings, one CreateFleet
+    each, before answering."""
+
+    list_instance_types_seconds: float = 30.0
+    launch_nodeclaim_seconds: float = 120.0
+    terminate_nodeclaim_seconds: float = 30.0
+    get_nodeclaim_seconds: float = 10.0
+    list_nodeclaims_seconds: float = 30.0
+
+
+# The channel retries UNAVAILABLE itself: every Actuator method is idempotent (launch per
+# NodeClaim name), so a retry can never double an instance.
+_SERVICE_CONFIG = json.dumps(
+    {
+        "methodConfig": [
+            {
+                "name": [{"service": "daiku.actuator.v1.Actuator"}],
+                "retryPolicy": {
+                    "maxAttempts": 3,
+                    "initialBackoff": "0.1s",
+                    "maxBackoff": "1s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
+)
+
+_ERRORS: dict[grpc.StatusCode, type[ActuatorError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+}
+
+
+def open_channel(address: str, *, tls: TlsFiles | None = None) -> grpc.aio.Channel:
+    """A channel to `address` ("host:port"), TLS when `tls` is given, with UNAVAILABLE retries."""
+    options: list[tuple[str, str | int]] = [
+        ("grpc.service_config", _SERVICE_CONFIG),
+        ("grpc.enable_retries", 1),
+        ("grpc.keepalive_time_ms", 30_000),
+    ]
+    if tls is None:
+        return grpc.aio.insecure_channel(address, options=options)
+    if tls.server_name:
+        options.append(("grpc.ssl_target_name_override", tls.server_name))
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=tls.ca_file.read_bytes() if tls.ca_file else None,
+        private_key=tls.key_file.read_bytes() if tls.key_file else None,
+        certificate_chain=tls.cert_file.read_bytes() if tls.cert_file else None,
+    )
+    return grpc.aio.secure_channel(address, credentials, options=options)
+
+
+class ActuatorClient:
+    """Calls the actuator over `channel`. Use `ActuatorClient.connect(...)` or pass a channel;
+    `close()` (or `async with`) closes a channel the client opened."""
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        *,
+        token: str | None = None,
+        deadlines: ActuatorDeadlines | None = None,
+        owns_channel: bool = False,
+    ) -> None:
+        self._channel = channel
+        self._stub = actuator_pb2_grpc.ActuatorStub(channel)
+        self._metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ()
+        )
+        self._deadlines = deadlines or ActuatorDeadlines()
+        self._owns_channel = owns_channel
+
+    @classmethod
+    def connect(
+        cls,
+        address: str,
+        *,
+        token: str | None = None,
+        tls: TlsFiles | None = None,
+        deadlines: ActuatorDeadlines | None = None,
+    ) -> ActuatorClient:
+        """A client on a new channel to `address` (connects lazily, on the first call)."""
+        return cls(
+            open_channel(address, tls=tls), token=token, deadlines=deadlines, owns_channel=True
+        )
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self._channel.close()
+
+    async def __aenter__(self) -> ActuatorClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- calls --------------------------------------------------------------------------------
+
+    async def list_instance_types(
+        self,
+        *,
+        kubelet: actuator_pb2.KubeletConfiguration | None = None,
+        root_volume_size_bytes: int = 0,
+    ) -> tuple[InstanceType, ...]:
+        """Every instance type with its allocatable under `kubelet` and all its offerings
+        (recently exhausted ones with available=False)."""
+        request = actuator_pb2.ListInstanceTypesRequest(
+            kubelet=kubelet, root_volume_size_bytes=root_volume_size_bytes
+        )
+        try:
+            response = await self._stub.ListInstanceTypes(
+                request,
+                timeout=self._deadlines.list_instance_types_seconds,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _error_from(error, "ListInstanceTypes") from error
+        return tuple(_instance_type_from_proto(t) for t in response.instance_types)
+
+    async def launch_nodeclaim(
+        self,
+        *,
+        nodeclaim_name: str,
+        nodepool_name: str,
+        offerings: Sequence[OfferingChoice],
+        node_class: actuator_pb2.NodeClass,
+        labels: Mapping[str, str] | None = None,
+        taints: Sequence[TaintSpec] = (),
+        startup_taints: Sequence[TaintSpec] = (),
+        kubelet: actuator_pb2.KubeletConfiguration | None = None,
+    ) -> LaunchedInstance:
+        """Launch the NodeClaim's instance on the first offering (most preferred first) with
+        capacity. Idempotent per `nodeclaim_name`. Raises ResourceExhaustedError when every
+        offering failed."""
+        request = actuator_pb2.LaunchNodeClaimRequest(
+            nodeclaim_name=nodeclaim_name,
+            nodepool_name=nodepool_name,
+            offerings=[
+                actuator_pb2.Offering(
+                    instance_type=o.instance_type, zone=o.zone, capacity_type=o.capacity_type
+                )
+                for o in offerings
+            ],
+            node_class=node_class,
+            labels=dict(labels or {}),
+            taints=[_taint_to_proto(t) for t in taints],
+            startup_taints=[_taint_to_proto(t) for t in startup_taints],
+            kubelet=kubelet,
+        )
+        try:
+            response = await self._stub.LaunchNodeClaim(
+                request, timeout=self._deadlines.launch_nodeclaim_seconds, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _error_from(error, "LaunchNodeClaim") from error
+        return LaunchedInstance(
+            nodeclaim_name=nodeclaim_name,
+            provider_id=response.provider_id,
+            instance_id=response.instance_id,
+            instance_type=response.instance_type,
+            zone=response.zone,
+            capacity_type=response.capacity_type,
+            price_per_hour=response.price,
+            image_id=response.image_id,
+            launch_time=_time(response, "launch_time"),
+            attempts=tuple(_attempt_from_proto(a) for a in response.attempts),
+        )
+
+    async def terminate_nodeclaim(self, nodeclaim_name: str) -> TerminatedInstance:
+        """Terminate the claim's instance (succeeds if already terminating/terminated).
+        Raises NotFoundError when the claim never had an instance: treat that as done."""
+        try:
+            response = await self._stub.TerminateNodeClaim(
+                actuator_pb2.TerminateNodeClaimRequest(nodeclaim_name=nodeclaim_name),
+                timeout=self._deadlines.terminate_nodeclaim_seconds,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _error_from(error, "TerminateNodeClaim") from error
+        return TerminatedInstance(instance_id=response.instance_id, state=response.state)
+
+    async def get_nodeclaim(self, nodeclaim_name: str) -> CloudInstance:
+        """The instance tagged with the claim; NotFoundError when there is none."""
+        try:
+            response = await self._stub.GetNodeClaim(
+                actuator_pb2.GetNodeClaimRequest(nodeclaim_name=nodeclaim_name),
+                timeout=self._deadlines.get_nodeclaim_seconds,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _error_from(error, "GetNodeClaim") from error
+        return _instance_from_proto(response.nodeclaim)
+
+    async def list_nodeclaims(self, nodepool_name: str = "") -> tuple[CloudInstance, ...]:
+        """Every instance tagged for the cluster (of one NodePool when given)."""
+        try:
+            response = await self._stub.ListNodeClaims(
+                actuator_pb2.ListNodeClaimsRequest(nodepool_name=nodepool_name),
+                timeout=self._deadlines.list_nodeclaims_seconds,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _error_from(error, "ListNodeClaims") from error
+        return tuple(_instance_from_proto(n) for n in response.nodeclaims)
+
+    async def watch_cloud_events(self) -> AsyncIterator[CloudEvent]:
+        """Cloud events as they come; the stream has no deadline. It ends by raising an
+        ActuatorError (UnavailableError when the actuator goes away): callers reconnect."""
+        call = self._stub.WatchCloudEvents(
+            actuator_pb2.WatchCloudEventsRequest(), metadata=self._metadata
+        )
+        try:
+            async for event in call:
+                yield _event_from_proto(event)
+        except grpc.aio.AioRpcError as error:
+            raise _error_from(error, "WatchCloudEvents") from error
+        finally:
+            call.cancel()
+
+
+# -- conversions ------------------------------------------------------------------------------
+
+
+def _error_from(error: grpc.aio.AioRpcError, method: str) -> ActuatorError:
+    code = error.code()
+    message = error.details() or ""
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        failure = _launch_failure(error)
+        return ResourceExhaustedError(
+            message,
+            code=code.name,
+            method=method,
+            nodeclaim_name=failure.nodeclaim_name if failure else "",
+            failed_offerings=tuple(
+                f for attempt in (failure.attempts if failure else ()) for f in _failed(attempt)
+            ),
+        )
+    return _ERRORS.get(code, ActuatorError)(message, code=code.name, method=method)
+
+
+def _launch_failure(error: grpc.aio.AioRpcError) -> actuator_pb2.LaunchNodeClaimFailure | None:
+    try:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]  # AioRpcError has the Call methods it reads
+    except ValueError:
+        return None  # a details trailer inconsistent with the status: ignore the details
+    if status is None:
+        return None
+    for detail in status.details:
+        if detail.Is(actuator_pb2.LaunchNodeClaimFailure.DESCRIPTOR):
+            failure = actuator_pb2.LaunchNodeClaimFailure()
+            detail.Unpack(failure)
+            return failure
+    return None
+
+
+def _failed(attempt: actuator_pb2.LaunchAttempt) -> tuple[FailedOffering, ...]:
+    return tuple(
+        FailedOffering(
+            instance_type=e.offering.instance_type,
+            zone=e.offering.zone,
+            capacity_type=e.offering.capacity_type,
+            error_code=e.error_code,
+            message=e.message,
+        )
+        for e in attempt.errors
+    )
+
+
+def _attempt_from_proto(attempt: actuator_pb2.LaunchAttempt) -> LaunchAttempt:
+    return LaunchAttempt(
+        started_at=_time(attempt, "start_time"),
+        ended_at=_time(attempt, "end_time"),
+        offerings=tuple((o.instance_type, o.zone, o.capacity_type) for o in attempt.offerings),
+        failed_offerings=_failed(attempt),
+    )
+
+
+def _time(message: object, field: str) -> datetime | None:
+    if not message.HasField(field):  # type: ignore[attr-defined]  # any message with the field
+        return None
+    stamp: Timestamp = getattr(message, field)
+    return stamp.ToDatetime(tzinfo=UTC)
+
+
+def _resources_from_proto(resources: actuator_pb2.Resources) -> Resources:
+    return Resources.from_mapping(
+        {
+            "cpu": resources.cpu_millis,
+            "memory": resources.memory_bytes,
+            "pods": resources.pods,
+            "ephemeral-storage": resources.ephemeral_storage_bytes,
+            **dict(resources.extended_resources),
+        }
+    )
+
+
+def _instance_type_from_proto(instance_type: actuator_pb2.InstanceType) -> InstanceType:
+    return InstanceType(
+        name=instance_type.name,
+        capacity=_resources_from_proto(instance_type.capacity),
+        allocatable=_resources_from_proto(instance_type.allocatable),
+        labels=dict(instance_type.labels),
+        offerings=tuple(
+            Offering(
+                zone=o.zone,
+                capacity_type=o.capacity_type,
+                price_per_hour=o.price,
+                available=o.available,
+            )
+            for o in instance_type.offerings
+        ),
+    )
+
+
+def _instance_from_proto(nodeclaim: actuator_pb2.NodeClaim) -> CloudInstance:
+    return CloudInstance(
+        nodeclaim_name=nodeclaim.nodeclaim_name,
+        nodepool_name=nodeclaim.nodepool_name,
+        provider_id=nodeclaim.provider_id,
+        instance_id=nodeclaim.instance_id,
+        instance_type=nodeclaim.instance_type,
+        zone=nodeclaim.zone,
+        capacity_type=nodeclaim.capacity_type,
+        state=nodeclaim.state,
+        launch_time=_time(nodeclaim, "launch_time"),
+        image_id=nodeclaim.image_id,
+        tags=dict(nodeclaim.tags),
+    )
+
+
+def _event_from_proto(event: actuator_pb2.WatchCloudEventsResponse) -> CloudEvent:
+    offering = (
+        (event.offering.instance_type, event.offering.zone, event.offering.capacity_type)
+        if event.HasField("offering")
+        else None
+    )
+    return CloudEvent(
+        id=event.id,
+        kind=_EVENT_KINDS.get(event.kind, CloudEventKind.UNSPECIFIED),
+        instance_id=event.instance_id,
+        provider_id=event.provider_id,
+        nodeclaim_name=event.nodeclaim_name,
+        instance_state=event.instance_state,
+        time=_time(event, "time"),
+        deadline=_time(event, "deadline"),
+        offering=offering,
+    )
+
+
+def _taint_to_proto(taint: TaintSpec) -> actuator_pb2.Taint:
+    return actuator_pb2.Taint(key=taint.key, value=taint.value, effect=str(taint.effect))

@@ -1,0 +1,550 @@
+"""Kubernetes objects (raw JSON dicts) to the core's frozen dataclasses.
+
+Each `*_from_k8s` reads only what the solver uses and raises `InvalidObjectError` naming the
+object and the field path for anything it cannot use (a bad quantity, an unknown operator, a
+list where a map belongs), so one bad object is reported and skipped, not a crash.
+
+Kubernetes semantics kept here (the core sees only their result):
+- a container's missing request defaults to its limit (the API server does this for pods it
+  admits; objects from elsewhere, e.g. `daiku plan` manifests, may lack it);
+- an init container with `restartPolicy: Always` is a sidecar;
+- node affinity `matchFields` terms are ignored (they pin pods to named nodes, which a new node
+  never matches; kube-scheduler handles them);
+- a NodeClaim still in flight is a `Node(is_in_flight=True)` whose labels are its single-valued
+  `In` requirements and whose allocatable is its status.allocatable, else its requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from scheduler_svc.core.model import (
+    HostPort,
+    InitContainer,
+    LabelSelector,
+    Node,
+    NodePool,
+    NodePoolLimits,
+    Pod,
+    PodAffinityTerm,
+    PreferredNodeAffinityTerm,
+    Resources,
+    TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
+    WhenUnsatisfiable,
+)
+from scheduler_svc.core.quantity import QuantityError, resource_units
+from scheduler_svc.core.requirements import Operator, Requirement, RequirementError
+from scheduler_svc.core.taints import Taint, TaintEffect, Toleration
+from scheduler_svc.errors import InvalidObjectError
+from scheduler_svc.kube.resources import KubeObject
+
+
+class _Reader:
+    """Typed access to one object's fields, failing with the object's kind, name and field."""
+
+    def __init__(self, obj: KubeObject, kind: str) -> None:
+        if not isinstance(obj, dict):
+            raise InvalidObjectError(kind=kind, name=None, field="", reason="not an object")
+        metadata = obj.get("metadata")
+        self.metadata: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
+        name = self.metadata.get("name")
+        namespace = self.metadata.get("namespace")
+        self.kind = kind
+        self.name: str = name if isinstance(name, str) else ""
+        self.namespace: str = namespace if isinstance(namespace, str) and namespace else ""
+        if not self.name:
+            raise self.error("metadata.name", "missing")
+
+    def error(self, field: str, reason: str) -> InvalidObjectError:
+        display = f"{self.namespace}/{self.name}" if self.namespace else (self.name or None)
+        return InvalidObjectError(kind=self.kind, name=display, field=field, reason=reason)
+
+    def mapping(self, value: Any, field: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(field, f"expected an object, got {type(value).__name__}")
+        return value
+
+    def items(self, value: Any, field: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(field, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def text(self, value: Any, field: str, *, default: str | None = None) -> str:
+        if value is None and default is not None:
+            return default
+        if not isinstance(value, str):
+            raise self.error(field, f"expected a string, got {type(value).__name__}")
+        return value
+
+    def integer(self, value: Any, field: str, *, default: int | None = None) -> int:
+        if value is None and default is not None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(field, f"expected an integer, got {value!r}")
+        return value
+
+    def strings(self, value: Any, field: str) -> dict[str, str]:
+        result = self.mapping(value, field)
+        for key, item in result.items():
+            if not isinstance(item, str):
+                raise self.error(f"{field}.{key}", f"expected a string, got {type(item).__name__}")
+        return result
+
+    def resources(self, value: Any, field: str) -> dict[str, int]:
+        amounts: dict[str, int] = {}
+        for resource, quantity in self.mapping(value, field).items():
+            try:
+                amounts[resource] = resource_units(resource, quantity)
+            except QuantityError as error:
+                raise self.error(f"{field}.{resource}", str(error)) from error
+        return amounts
+
+    def requirement(self, value: Any, field: str) -> Requirement:
+        term = self.mapping(value, field)
+        key = self.text(term.get("key"), f"{field}.key")
+        operator_text = self.text(term.get("operator"), f"{field}.operator")
+        try:
+            operator = Operator(operator_text)
+        except ValueError as error:
+            known = ", ".join(o.value for o in Operator)
+            raise self.error(
+                f"{field}.operator", f"unknown operator {operator_text!r} (one of {known})"
+            ) from error
+        values = tuple(
+            self.text(v, f"{field}.values[{i}]")
+            for i, v in enumerate(self.items(term.get("values"), f"{field}.values"))
+        )
+        min_values = term.get("minValues")
+        if min_values is not None:
+            min_values = self.integer(min_values, f"{field}.minValues")
+        try:
+            return Requirement(key, operator, values, min_values)
+        except RequirementError as error:
+            raise self.error(field, str(error)) from error
+
+    def requirements(self, value: Any, field: str) -> tuple[Requirement, ...]:
+        return tuple(
+            self.requirement(term, f"{field}[{i}]")
+            for i, term in enumerate(self.items(value, field))
+        )
+
+    def taint(self, value: Any, field: str) -> Taint:
+        taint = self.mapping(value, field)
+        return Taint(
+            key=self.text(taint.get("key"), f"{field}.key"),
+            effect=self.effect(taint.get("effect"), f"{field}.effect"),
+            value=self.text(taint.get("value"), f"{field}.value", default=""),
+        )
+
+    def taints(self, value: Any, field: str) -> tuple[Taint, ...]:
+        return tuple(self.taint(t, f"{field}[{i}]") for i, t in enumerate(self.items(value, field)))
+
+    def effect(self, value: Any, field: str) -> TaintEffect:
+        text = self.text(value, field)
+        try:
+            return TaintEffect(text)
+        except ValueError as error:
+            raise self.error(field, f"unknown taint effect {text!r}") from error
+
+    def label_selector(self, value: Any, field: str) -> LabelSelector | None:
+        if value is None:
+            return None
+        selector = self.mapping(value, field)
+        return LabelSelector.of(
+            self.strings(selector.get("matchLabels"), f"{field}.matchLabels"),
+            self.requirements(selector.get("matchExpressions"), f"{field}.matchExpressions"),
+        )
+
+
+# -- pods -------------------------------------------------------------------------------------
+
+
+def pod_from_k8s(obj: KubeObject, *, volume_zones: Iterable[str] = ()) -> Pod:
+    """The solver's view of a Pod. `volume_zones`: zones its bound volumes allow (the caller
+    resolves PVC -> PV)."""
+    reader = _Reader(obj, "Pod")
+    return _pod_from_spec(
+        reader,
+        reader.mapping(obj.get("spec"), "spec"),
+        "spec",
+        labels=reader.strings(reader.metadata.get("labels"), "metadata.labels"),
+        volume_zones=tuple(volume_zones),
+    )
+
+
+def daemonset_pod_from_k8s(obj: KubeObject) -> Pod:
+    """The pod a DaemonSet would run on every node it selects (from spec.template)."""
+    reader = _Reader(obj, "DaemonSet")
+    template = reader.mapping(
+        reader.mapping(obj.get("spec"), "spec").get("template"), "spec.template"
+    )
+    template_metadata = reader.mapping(template.get("metadata"), "spec.template.metadata")
+    return _pod_from_spec(
+        reader,
+        reader.mapping(template.get("spec"), "spec.template.spec"),
+        "spec.template.spec",
+        labels=reader.strings(template_metadata.get("labels"), "spec.template.metadata.labels"),
+        volume_zones=(),
+    )
+
+
+def _pod_from_spec(
+    reader: _Reader,
+    spec: dict[str, Any],
+    at: str,
+    *,
+    labels: dict[str, str],
+    volume_zones: tuple[str, ...],
+) -> Pod:
+    containers = reader.items(spec.get("containers"), f"{at}.containers")
+    init_containers = reader.items(spec.get("initContainers"), f"{at}.initContainers")
+    affinity = reader.mapping(spec.get("affinity"), f"{at}.affinity")
+    node_affinity = reader.mapping(affinity.get("nodeAffinity"), f"{at}.affinity.nodeAffinity")
+    return Pod(
+        name=reader.name,
+        namespace=reader.namespace or "default",
+        labels=labels,
+        containers=tuple(
+            _container_requests(reader, c, f"{at}.containers[{i}]")
+            for i, c in enumerate(containers)
+        ),
+        init_containers=tuple(
+            InitContainer(
+                requests=_container_requests(reader, c, f"{at}.initContainers[{i}]"),
+                is_sidecar=reader.mapping(c, f"{at}.initContainers[{i}]").get("restartPolicy")
+                == "Always",
+            )
+            for i, c in enumerate(init_containers)
+        ),
+        overhead=Resources.from_mapping(reader.resources(spec.get("overhead"), f"{at}.overhead")),
+        node_selector=reader.strings(spec.get("nodeSelector"), f"{at}.nodeSelector"),
+        required_node_affinity=_required_node_affinity(
+            reader, node_affinity, f"{at}.affinity.nodeAffinity"
+        ),
+        preferred_node_affinity=_preferred_node_affinity(
+            reader, node_affinity, f"{at}.affinity.nodeAffinity"
+        ),
+        tolerations=tuple(
+            _toleration(reader, t, f"{at}.tolerations[{i}]")
+            for i, t in enumerate(reader.items(spec.get("tolerations"), f"{at}.tolerations"))
+        ),
+        topology_spread=tuple(
+            _spread(reader, c, f"{at}.topologySpreadConstraints[{i}]")
+            for i, c in enumerate(
+                reader.items(
+                    spec.get("topologySpreadConstraints"), f"{at}.topologySpreadConstraints"
+                )
+            )
+        ),
+        pod_affinity=_required_pod_terms(reader, affinity, "podAffinity", at),
+        pod_anti_affinity=_required_pod_terms(reader, affinity, "podAntiAffinity", at),
+        preferred_pod_affinity=_preferred_pod_terms(reader, affinity, "podAffinity", at),
+        preferred_pod_anti_affinity=_preferred_pod_terms(reader, affinity, "podAntiAffinity", at),
+        host_ports=_host_ports(reader, containers, at),
+        volume_zones=volume_zones,
+    )
+
+
+def _container_requests(reader: _Reader, value: Any, at: str) -> Resources:
+    container = reader.mapping(value, at)
+    resources = reader.mapping(container.get("resources"), f"{at}.resources")
+    limits = reader.resources(resources.get("limits"), f"{at}.resources.limits")
+    requests = reader.resources(resources.get("requests"), f"{at}.resources.requests")
+    return Resources.from_mapping({**limits, **requests})
+
+
+def _required_node_affinity(
+    reader: _Reader, node_affinity: dict[str, Any], at: str
+) -> tuple[tuple[Requirement, ...], ...]:
+    field = f"{at}.requiredDuringSchedulingIgnoredDuringExecution"
+    required = reader.mapping(
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), field
+    )
+    terms = reader.items(required.get("nodeSelectorTerms"), f"{field}.nodeSelectorTerms")
+    return tuple(
+        reader.requirements(
+            reader.mapping(term, f"{field}.nodeSelectorTerms[{i}]").get("matchExpressions"),
+            f"{field}.nodeSelectorTerms[{i}].matchExpressions",
+        )
+        for i, term in enumerate(terms)
+    )
+
+
+def _preferred_node_affinity(
+    reader: _Reader, node_affinity: dict[str, Any], at: str
+) -> tuple[PreferredNodeAffinityTerm, ...]:
+    field = f"{at}.preferredDuringSchedulingIgnoredDuringExecution"
+    result = []
+    for i, value in enumerate(
+        reader.items(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), field)
+    ):
+        term = reader.mapping(value, f"{field}[{i}]")
+        preference = reader.mapping(term.get("preference"), f"{field}[{i}].preference")
+        result.append(
+            PreferredNodeAffinityTerm(
+                weight=reader.integer(term.get("weight"), f"{field}[{i}].weight"),
+                requirements=reader.requirements(
+                    preference.get("matchExpressions"), f"{field}[{i}].preference.matchExpressions"
+                ),
+            )
+        )
+    return tuple(result)
+
+
+def _toleration(reader: _Reader, value: Any, at: str) -> Toleration:
+    toleration = reader.mapping(value, at)
+    operator = reader.text(toleration.get("operator"), f"{at}.operator", default="Equal")
+    if operator not in ("Equal", "Exists"):
+        raise reader.error(f"{at}.operator", f"unknown toleration operator {operator!r}")
+    effect = toleration.get("effect")
+    return Toleration(
+        key=reader.text(toleration.get("key"), f"{at}.key", default=""),
+        operator=operator,
+        value=reader.text(toleration.get("value"), f"{at}.value", default=""),
+        effect=reader.effect(effect, f"{at}.effect") if effect else None,
+    )
+
+
+def _spread(reader: _Reader, value: Any, at: str) -> TopologySpreadConstraint:
+    constraint = reader.mapping(value, at)
+    when = reader.text(
+        constraint.get("whenUnsatisfiable"), f"{at}.whenUnsatisfiable", default="DoNotSchedule"
+    )
+    try:
+        when_unsatisfiable = WhenUnsatisfiable(when)
+    except ValueError as error:
+        raise reader.error(f"{at}.whenUnsatisfiable", f"unknown value {when!r}") from error
+    min_domains = constraint.get("minDomains")
+    return TopologySpreadConstraint(
+        topology_key=reader.text(constraint.get("topologyKey"), f"{at}.topologyKey"),
+        max_skew=reader.integer(constraint.get("maxSkew"), f"{at}.maxSkew", default=1),
+        when_unsatisfiable=when_unsatisfiable,
+        label_selector=reader.label_selector(
+            constraint.get("labelSelector"), f"{at}.labelSelector"
+        ),
+        min_domains=reader.integer(min_domains, f"{at}.minDomains")
+        if min_domains is not None
+        else None,
+        node_affinity_policy_honor=reader.text(
+            constraint.get("nodeAffinityPolicy"), f"{at}.nodeAffinityPolicy", default="Honor"
+        )
+        == "Honor",
+        node_taints_policy_honor=reader.text(
+            constraint.get("nodeTaintsPolicy"), f"{at}.nodeTaintsPolicy", default="Ignore"
+        )
+        == "Honor",
+        match_label_keys=tuple(
+            reader.text(k, f"{at}.matchLabelKeys[{i}]")
+            for i, k in enumerate(
+                reader.items(constraint.get("matchLabelKeys"), f"{at}.matchLabelKeys")
+            )
+        ),
+    )
+
+
+def _pod_affinity_term(reader: _Reader, value: Any, at: str) -> PodAffinityTerm:
+    term = reader.mapping(value, at)
+    return PodAffinityTerm(
+        topology_key=reader.text(term.get("topologyKey"), f"{at}.topologyKey"),
+        label_selector=reader.label_selector(term.get("labelSelector"), f"{at}.labelSelector")
+        or LabelSelector(),
+        namespaces=tuple(
+            reader.text(n, f"{at}.namespaces[{i}]")
+            for i, n in enumerate(reader.items(term.get("namespaces"), f"{at}.namespaces"))
+        ),
+    )
+
+
+def _required_pod_terms(
+    reader: _Reader, affinity: dict[str, Any], kind: str, at: str
+) -> tuple[PodAffinityTerm, ...]:
+    field = f"{at}.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
+    section = reader.mapping(affinity.get(kind), f"{at}.affinity.{kind}")
+    return tuple(
+        _pod_affinity_term(reader, t, f"{field}[{i}]")
+        for i, t in enumerate(
+            reader.items(section.get("requiredDuringSchedulingIgnoredDuringExecution"), field)
+        )
+    )
+
+
+def _preferred_pod_terms(
+    reader: _Reader, affinity: dict[str, Any], kind: str, at: str
+) -> tuple[WeightedPodAffinityTerm, ...]:
+    field = f"{at}.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution"
+    section = reader.mapping(affinity.get(kind), f"{at}.affinity.{kind}")
+    result = []
+    for i, value in enumerate(
+        reader.items(section.get("preferredDuringSchedulingIgnoredDuringExecution"), field)
+    ):
+        weighted = reader.mapping(value, f"{field}[{i}]")
+        result.append(
+            WeightedPodAffinityTerm(
+                weight=reader.integer(weighted.get("weight"), f"{field}[{i}].weight"),
+                term=_pod_affinity_term(
+                    reader, weighted.get("podAffinityTerm"), f"{field}[{i}].podAffinityTerm"
+                ),
+            )
+        )
+    return tuple(result)
+
+
+def _host_ports(reader: _Reader, containers: list[Any], at: str) -> tuple[HostPort, ...]:
+    ports = []
+    for i, value in enumerate(containers):
+        container = reader.mapping(value, f"{at}.containers[{i}]")
+        for j, port_value in enumerate(
+            reader.items(container.get("ports"), f"{at}.containers[{i}].ports")
+        ):
+            field = f"{at}.containers[{i}].ports[{j}]"
+            port = reader.mapping(port_value, field)
+            host_port = port.get("hostPort")
+            if not host_port:
+                continue
+            ports.append(
+                HostPort(
+                    port=reader.integer(host_port, f"{field}.hostPort"),
+                    protocol=reader.text(port.get("protocol"), f"{field}.protocol", default="TCP"),
+                    host_ip=reader.text(port.get("hostIP"), f"{field}.hostIP", default="")
+                    or "0.0.0.0",  # noqa: S104 - Kubernetes' default: every address
+                )
+            )
+    return tuple(ports)
+
+
+# -- nodes, NodeClaims, NodePools ----------------------------------------------------------------
+
+
+def node_from_k8s(obj: KubeObject, *, pods: Iterable[Pod] = ()) -> Node:
+    """The solver's view of a Node with the pods bound to it."""
+    reader = _Reader(obj, "Node")
+    spec = reader.mapping(obj.get("spec"), "spec")
+    status = reader.mapping(obj.get("status"), "status")
+    capacity = reader.resources(status.get("capacity"), "status.capacity")
+    return Node(
+        name=reader.name,
+        labels=reader.strings(reader.metadata.get("labels"), "metadata.labels"),
+        taints=reader.taints(spec.get("taints"), "spec.taints"),
+        allocatable=Resources.from_mapping(
+            reader.resources(status.get("allocatable"), "status.allocatable")
+        ),
+        capacity=Resources.from_mapping(capacity) if capacity else None,
+        pods=tuple(pods),
+    )
+
+
+def node_from_nodeclaim(obj: KubeObject, *, pods: Iterable[Pod] = ()) -> Node:
+    """A NodeClaim whose node has not registered yet, as an in-flight Node the solver can put
+    pods on (so no second claim is launched for them)."""
+    reader = _Reader(obj, "NodeClaim")
+    spec = reader.mapping(obj.get("spec"), "spec")
+    status = reader.mapping(obj.get("status"), "status")
+    labels = {
+        r.key: r.values[0]
+        for r in reader.requirements(spec.get("requirements"), "spec.requirements")
+        if r.operator is Operator.IN and len(r.values) == 1
+    }
+    labels.update(reader.strings(reader.metadata.get("labels"), "metadata.labels"))
+    allocatable = reader.resources(status.get("allocatable"), "status.allocatable")
+    if not allocatable:
+        resources = reader.mapping(spec.get("resources"), "spec.resources")
+        allocatable = reader.resources(resources.get("requests"), "spec.resources.requests")
+    capacity = reader.resources(status.get("capacity"), "status.capacity")
+    return Node(
+        name=reader.name,
+        labels=labels,
+        taints=reader.taints(spec.get("taints"), "spec.taints"),
+        allocatable=Resources.from_mapping(allocatable),
+        capacity=Resources.from_mapping(capacity) if capacity else None,
+        pods=tuple(pods),
+        is_in_flight=True,
+    )
+
+
+def nodepool_from_k8s(obj: KubeObject) -> NodePool:
+    """A NodePool's template and limits (Karpenter v1 field names)."""
+    reader = _Reader(obj, "NodePool")
+    spec = reader.mapping(obj.get("spec"), "spec")
+    template = reader.mapping(spec.get("template"), "spec.template")
+    template_metadata = reader.mapping(template.get("metadata"), "spec.template.metadata")
+    template_spec = reader.mapping(template.get("spec"), "spec.template.spec")
+    limits_field = reader.mapping(spec.get("limits"), "spec.limits")
+    limits = reader.resources(limits_field, "spec.limits")
+    return NodePool(
+        name=reader.name,
+        requirements=reader.requirements(
+            template_spec.get("requirements"), "spec.template.spec.requirements"
+        ),
+        labels=reader.strings(template_metadata.get("labels"), "spec.template.metadata.labels"),
+        taints=reader.taints(template_spec.get("taints"), "spec.template.spec.taints"),
+        startup_taints=reader.taints(
+            template_spec.get("startupTaints"), "spec.template.spec.startupTaints"
+        ),
+        weight=reader.integer(spec.get("weight"), "spec.weight", default=0),
+        limits=NodePoolLimits(
+            cpu_millis=limits.get("cpu"),
+            memory_bytes=limits.get("memory"),
+            nodes=limits.get("nodes"),
+        ),
+    )
+
+
+def _pvc_zone_requirements(pv: Mapping[str, Any]) -> tuple[str, ...]:
+    spec = pv.get("spec")
+    node_affinity = spec.get("nodeAffinity") if isinstance(spec, dict) else None
+    required = node_affinity.get("required") if isinstance(node_affinity, dict) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    zones: list[str] = []
+    for term in terms if isinstance(terms, list) else []:
+        for expression in term.get("matchExpressions") or [] if isinstance(term, dict) else []:
+            if (
+                isinstance(expression, dict)
+                and expression.get("key")
+                in ("topology.kubernetes.io/zone", "topology.ebs.csi.aws.com/zone")
+                and expression.get("operator") == "In"
+            ):
+                zones.extend(v for v in expression.get("values") or [] if isinstance(v, str))
+    return tuple(dict.fromkeys(zones))
+
+
+def volume_zones_of(
+    pod: KubeObject,
+    claims: Mapping[str, KubeObject],
+    volumes: Mapping[str, KubeObject],
+) -> tuple[str, ...]:
+    """Zones the pod's bound PersistentVolumes allow (empty: unconstrained). `claims` is keyed
+    "namespace/name", `volumes` by name, as the cluster mirror keys them. Unbound claims and
+    volumes without zone affinity constrain nothing; volumes in disjoint zones raise
+    InvalidObjectError (no node can ever mount them all)."""
+    spec = pod.get("spec")
+    metadata = pod.get("metadata")
+    namespace = metadata.get("namespace", "default") if isinstance(metadata, dict) else "default"
+    allowed: set[str] | None = None
+    for volume in spec.get("volumes") or [] if isinstance(spec, dict) else []:
+        source = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else None
+        if not isinstance(source, dict):
+            continue
+        claim = claims.get(f"{namespace}/{source.get('claimName')}")
+        claim_spec = claim.get("spec") if claim else None
+        volume_name = claim_spec.get("volumeName") if isinstance(claim_spec, dict) else None
+        pv = volumes.get(volume_name) if isinstance(volume_name, str) else None
+        zones = _pvc_zone_requirements(pv) if pv else ()
+        if zones:
+            allowed = set(zones) if allowed is None else allowed & set(zones)
+    if allowed is None:
+        return ()
+    if not allowed:
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        raise InvalidObjectError(
+            kind="Pod",
+            name=f"{namespace}/{name}",
+            field="spec.volumes",
+            reason="its persistent volumes are in disjoint zones",
+        )
+    return tuple(sorted(allowed))

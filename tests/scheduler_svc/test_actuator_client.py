@@ -1,0 +1,497 @@
+"""The actuator client against a real grpc.aio server on loopback.
+
+The server runs `ContractDouble`, a small servicer implementing the generated
+`ActuatorServicer` with scripted answers: a test double for the contract, not the actuator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from google.protobuf import any_pb2
+from google.protobuf.timestamp_pb2 import Timestamp
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]  # no stubs
+from grpc_status import rpc_status
+
+from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
+from scheduler_svc.actuator_client import (
+    ActuatorClient,
+    ActuatorDeadlines,
+    CloudEvent,
+    CloudEventKind,
+    TlsFiles,
+)
+from scheduler_svc.core.model import OfferingOption
+from scheduler_svc.core.taints import Taint, TaintEffect
+from scheduler_svc.errors import (
+    DeadlineExceededError,
+    FailedOffering,
+    InvalidArgumentError,
+    NotFoundError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+)
+
+TOKEN = "s3cret"
+LAUNCHED_AT = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
+
+
+def stamp(when: dt.datetime) -> Timestamp:
+    result = Timestamp()
+    result.FromDatetime(when)
+    return result
+
+
+@dataclass
+class ContractDouble(actuator_pb2_grpc.ActuatorServicer):
+    """Scripted answers; records each request and its authorization header."""
+
+    requests: list[Any] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)
+    exhausted: bool = False
+    unavailable_times: int = 0
+    launch_blocked: asyncio.Event | None = None
+    events: list[actuator_pb2.WatchCloudEventsResponse] = field(default_factory=list)
+
+    async def _check(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        self.requests.append(request)
+        auth = dict(context.invocation_metadata() or ()).get("authorization")
+        self.authorizations.append(auth if isinstance(auth, str) else None)
+        if auth != f"Bearer {TOKEN}":
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad token")
+        if self.unavailable_times:
+            self.unavailable_times -= 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "EC2 throttled")
+
+    async def ListInstanceTypes(self, request: Any, context: Any) -> Any:
+        await self._check(request, context)
+        resources = actuator_pb2.Resources(
+            cpu_millis=2000,
+            memory_bytes=8 * 2**30,
+            pods=29,
+            ephemeral_storage_bytes=20 * 2**30,
+            extended_resources={"nvidia.com/gpu": 1},
+        )
+        return actuator_pb2.ListInstanceTypesResponse(
+            instance_types=[
+                actuator_pb2.InstanceType(
+                    name="m5.large",
+                    capacity=resources,
+                    allocatable=actuator_pb2.Resources(cpu_millis=1930, memory_bytes=7 * 2**30),
+                    labels={"kubernetes.io/arch": "amd64"},
+                    offerings=[
+                        actuator_pb2.Offering(
+                            instance_type="m5.large",
+                            zone="us-east-1a",
+                            capacity_type="spot",
+                            price=0.035,
+                            available=True,
+                        ),
+                        actuator_pb2.Offering(
+                            instance_type="m5.large",
+                            zone="us-east-1b",
+                            capacity_type="on-demand",
+                            price=0.096,
+                            available=False,
+                            unavailable_reason="InsufficientInstanceCapacity",
+                        ),
+                    ],
+                )
+            ]
+        )
+
+    async def LaunchNodeClaim(self, request: Any, context: Any) -> Any:
+        await self._check(request, context)
+        if self.launch_blocked is not None:
+            await self.launch_blocked.wait()
+        if self.exhausted:
+            errors = [
+                actuator_pb2.OfferingError(
+                    offering=o, error_code="InsufficientInstanceCapacity", message="no capacity"
+                )
+                for o in request.offerings
+            ]
+            failure = actuator_pb2.LaunchNodeClaimFailure(
+                nodeclaim_name=request.nodeclaim_name,
+                attempts=[actuator_pb2.LaunchAttempt(offerings=request.offerings, errors=errors)],
+            )
+            detail = any_pb2.Any()
+            detail.Pack(failure)
+            status = status_pb2.Status(
+                code=code_pb2.RESOURCE_EXHAUSTED,
+                message="every offering failed",
+                details=[detail],
+            )
+            await context.abort_with_status(rpc_status.to_status(status))
+        chosen = request.offerings[0]
+        return actuator_pb2.LaunchNodeClaimResponse(
+            provider_id=f"aws:///{chosen.zone}/i-0123",
+            instance_id="i-0123",
+            instance_type=chosen.instance_type,
+            zone=chosen.zone,
+            capacity_type=chosen.capacity_type,
+            price=0.035,
+            image_id="ami-1",
+            launch_time=stamp(LAUNCHED_AT),
+            attempts=[
+                actuator_pb2.LaunchAttempt(
+                    start_time=stamp(LAUNCHED_AT),
+                    end_time=stamp(LAUNCHED_AT),
+                    offerings=[chosen],
+                )
+            ],
+        )
+
+    async def TerminateNodeClaim(self, request: Any, context: Any) -> Any:
+        await self._check(request, context)
+        if request.nodeclaim_name == "never-launched":
+            await context.abort(grpc.StatusCode.NOT_FOUND, "no instance tagged never-launched")
+        return actuator_pb2.TerminateNodeClaimResponse(instance_id="i-0123", state="shutting-down")
+
+    async def GetNodeClaim(self, request: Any, context: Any) -> Any:
+        await self._check(request, context)
+        if not request.nodeclaim_name:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "nodeclaim_name: required")
+        return actuator_pb2.GetNodeClaimResponse(nodeclaim=self._nodeclaim(request.nodeclaim_name))
+
+    async def ListNodeClaims(self, request: Any, context: Any) -> Any:
+        await self._check(request, context)
+        return actuator_pb2.ListNodeClaimsResponse(
+            nodeclaims=[self._nodeclaim("default-a"), self._nodeclaim("default-b")]
+        )
+
+    async def WatchCloudEvents(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        await self._check(request, context)
+        for event in self.events:
+            yield event
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "actuator shutting down")
+
+    @staticmethod
+    def _nodeclaim(name: str) -> actuator_pb2.NodeClaim:
+        return actuator_pb2.NodeClaim(
+            nodeclaim_name=name,
+            nodepool_name="default",
+            provider_id="aws:///us-east-1a/i-0123",
+            instance_id="i-0123",
+            instance_type="m5.large",
+            zone="us-east-1a",
+            capacity_type="spot",
+            state="running",
+            launch_time=stamp(LAUNCHED_AT),
+            tags={"daiku.dev/nodeclaim": name},
+        )
+
+
+@dataclass
+class Served:
+    servicer: ContractDouble
+    address: str
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    servicer = ContractDouble()
+    server = grpc.aio.server()
+    actuator_pb2_grpc.add_ActuatorServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield Served(servicer, f"127.0.0.1:{port}")
+    finally:
+        await server.stop(grace=None)
+
+
+@pytest.fixture
+async def actuator(served: Served) -> AsyncIterator[ActuatorClient]:
+    async with ActuatorClient.connect(served.address, token=TOKEN) as client:
+        yield client
+
+
+NODE_CLASS = actuator_pb2.NodeClass(name="default", ami_family="AL2023")
+
+
+async def test_instance_types_arrive_as_core_models_and_calls_carry_the_token(
+    served: Served, actuator: ActuatorClient
+) -> None:
+    """ListInstanceTypes answers become core InstanceTypes (resources in base units, every
+    offering with its availability) and the call carries the bearer token."""
+    (instance_type,) = await actuator.list_instance_types(root_volume_size_bytes=50 * 2**30)
+
+    assert instance_type.name == "m5.large"
+    assert instance_type.capacity.cpu_millis == 2000
+    assert instance_type.capacity.memory_bytes == 8 * 2**30
+    assert instance_type.capacity.pods == 29
+    assert instance_type.capacity.extended == (("nvidia.com/gpu", 1),)
+    assert instance_type.allocatable.cpu_millis == 1930
+    assert [
+        (o.zone, o.capacity_type, o.price_per_hour, o.available) for o in instance_type.offerings
+    ] == [
+        ("us-east-1a", "spot", 0.035, True),
+        ("us-east-1b", "on-demand", 0.096, False),
+    ]
+    assert served.servicer.authorizations == [f"Bearer {TOKEN}"]
+    assert served.servicer.requests[0].root_volume_size_bytes == 50 * 2**30
+
+
+async def test_launch_sends_offerings_in_order_and_returns_the_instance(
+    served: Served, actuator: ActuatorClient
+) -> None:
+    """LaunchNodeClaim carries the ordered offerings, labels and taints, and its answer
+    becomes a LaunchedInstance with provider id, price and attempts."""
+    launched = await actuator.launch_nodeclaim(
+        nodeclaim_name="default-x1",
+        nodepool_name="default",
+        offerings=[
+            OfferingOption("m5.large", "us-east-1a", "spot", 0.035),
+            OfferingOption("m5.large", "us-east-1b", "on-demand", 0.096),
+        ],
+        node_class=NODE_CLASS,
+        labels={"team": "ml"},
+        taints=[Taint("dedicated", TaintEffect.NO_SCHEDULE, "ml")],
+        startup_taints=[Taint("daiku.dev/unregistered", TaintEffect.NO_EXECUTE)],
+    )
+
+    request = served.servicer.requests[0]
+    assert [(o.instance_type, o.zone, o.capacity_type) for o in request.offerings] == [
+        ("m5.large", "us-east-1a", "spot"),
+        ("m5.large", "us-east-1b", "on-demand"),
+    ]
+    assert dict(request.labels) == {"team": "ml"}
+    assert [(t.key, t.value, t.effect) for t in request.taints] == [
+        ("dedicated", "ml", "NoSchedule")
+    ]
+    assert [t.effect for t in request.startup_taints] == ["NoExecute"]
+    assert request.node_class.ami_family == "AL2023"
+    assert launched.provider_id == "aws:///us-east-1a/i-0123"
+    assert launched.price_per_hour == 0.035
+    assert launched.launch_time == LAUNCHED_AT
+    assert launched.attempts[0].offerings == (("m5.large", "us-east-1a", "spot"),)
+    assert launched.attempts[0].failed_offerings == ()
+
+
+async def test_resource_exhausted_carries_every_failed_offering(
+    served: Served, actuator: ActuatorClient
+) -> None:
+    """A RESOURCE_EXHAUSTED launch raises ResourceExhaustedError listing each offering tried
+    and its EC2 error, decoded from the LaunchNodeClaimFailure detail."""
+    served.servicer.exhausted = True
+    with pytest.raises(ResourceExhaustedError) as raised:
+        await actuator.launch_nodeclaim(
+            nodeclaim_name="default-x2",
+            nodepool_name="default",
+            offerings=[
+                OfferingOption("c5.large", "us-east-1a", "spot", 0.03),
+                OfferingOption("c5.large", "us-east-1c", "spot", 0.031),
+            ],
+            node_class=NODE_CLASS,
+        )
+
+    error = raised.value
+    assert error.code == "RESOURCE_EXHAUSTED"
+    assert error.nodeclaim_name == "default-x2"
+    assert error.failed_offerings == (
+        FailedOffering(
+            "c5.large", "us-east-1a", "spot", "InsufficientInstanceCapacity", "no capacity"
+        ),
+        FailedOffering(
+            "c5.large", "us-east-1c", "spot", "InsufficientInstanceCapacity", "no capacity"
+        ),
+    )
+
+
+async def test_status_codes_become_typed_errors(served: Served, actuator: ActuatorClient) -> None:
+    """NOT_FOUND, INVALID_ARGUMENT and UNAUTHENTICATED raise NotFoundError,
+    InvalidArgumentError and UnauthenticatedError with the server's message."""
+    with pytest.raises(NotFoundError, match="no instance tagged never-launched"):
+        await actuator.terminate_nodeclaim("never-launched")
+    with pytest.raises(InvalidArgumentError, match="nodeclaim_name: required"):
+        await actuator.get_nodeclaim("")
+    async with ActuatorClient.connect(served.address, token="wrong") as intruder:
+        with pytest.raises(UnauthenticatedError):
+            await intruder.list_nodeclaims()
+
+
+async def test_terminate_get_and_list_return_instances(actuator: ActuatorClient) -> None:
+    """Terminate returns the instance's new state; Get and List return CloudInstances."""
+    terminated = await actuator.terminate_nodeclaim("default-a")
+    instance = await actuator.get_nodeclaim("default-a")
+    instances = await actuator.list_nodeclaims()
+
+    assert (terminated.instance_id, terminated.state) == ("i-0123", "shutting-down")
+    assert instance.nodeclaim_name == "default-a"
+    assert instance.state == "running"
+    assert instance.launch_time == LAUNCHED_AT
+    assert instance.tags == {"daiku.dev/nodeclaim": "default-a"}
+    assert [i.nodeclaim_name for i in instances] == ["default-a", "default-b"]
+
+
+async def test_unavailable_is_retried_by_the_channel_then_raised(
+    served: Served, actuator: ActuatorClient
+) -> None:
+    """Two UNAVAILABLE answers are retried transparently; three (the attempt limit) raise
+    UnavailableError."""
+    served.servicer.unavailable_times = 2
+    assert len(await actuator.list_nodeclaims()) == 2
+    assert len(served.servicer.requests) == 3
+
+    served.servicer.unavailable_times = 3
+    with pytest.raises(UnavailableError, match="EC2 throttled"):
+        await actuator.list_nodeclaims()
+
+
+async def test_a_call_past_its_deadline_raises_deadline_exceeded(served: Served) -> None:
+    """A launch with no answer within its deadline raises DeadlineExceededError."""
+    served.servicer.launch_blocked = asyncio.Event()
+    deadlines = ActuatorDeadlines(launch_nodeclaim_seconds=0.2)
+    async with ActuatorClient.connect(served.address, token=TOKEN, deadlines=deadlines) as client:
+        with pytest.raises(DeadlineExceededError):
+            await client.launch_nodeclaim(
+                nodeclaim_name="slow",
+                nodepool_name="default",
+                offerings=[OfferingOption("m5.large", "us-east-1a", "spot", 0.035)],
+                node_class=NODE_CLASS,
+            )
+    served.servicer.launch_blocked.set()
+
+
+async def test_cloud_events_stream_converted_then_end_with_unavailable(
+    served: Served, actuator: ActuatorClient
+) -> None:
+    """WatchCloudEvents yields each event with its kind, times and offering, and ends with
+    UnavailableError when the actuator closes the stream."""
+    served.servicer.events = [
+        actuator_pb2.WatchCloudEventsResponse(
+            id="e1",
+            kind=actuator_pb2.CLOUD_EVENT_KIND_SPOT_INTERRUPTION_WARNING,
+            instance_id="i-0123",
+            provider_id="aws:///us-east-1a/i-0123",
+            nodeclaim_name="default-a",
+            time=stamp(LAUNCHED_AT),
+            deadline=stamp(LAUNCHED_AT + dt.timedelta(minutes=2)),
+            offering=actuator_pb2.Offering(
+                instance_type="m5.large", zone="us-east-1a", capacity_type="spot"
+            ),
+        ),
+        actuator_pb2.WatchCloudEventsResponse(
+            id="e2",
+            kind=actuator_pb2.CLOUD_EVENT_KIND_INSTANCE_STATE_CHANGE,
+            instance_id="i-0456",
+            instance_state="terminated",
+        ),
+    ]
+    received: list[CloudEvent] = []
+
+    async def consume() -> None:
+        async for event in actuator.watch_cloud_events():
+            received.append(event)  # noqa: PERF401 - the list must survive the raise
+
+    with pytest.raises(UnavailableError):
+        await consume()
+
+    first, second = received
+    assert first.kind is CloudEventKind.SPOT_INTERRUPTION_WARNING
+    assert first.deadline == LAUNCHED_AT + dt.timedelta(minutes=2)
+    assert first.offering == ("m5.large", "us-east-1a", "spot")
+    assert second.kind is CloudEventKind.INSTANCE_STATE_CHANGE
+    assert (second.instance_state, second.nodeclaim_name, second.offering) == (
+        "terminated",
+        "",
+        None,
+    )
+
+
+def _certificate(
+    subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[x509.Name, Any] | None, ca: bool
+) -> x509.Certificate:
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    issuer_name, issuer_key = issuer if issuer else (name, key)
+    now = dt.datetime.now(dt.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if not ca:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False
+        )
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _pem(obj: x509.Certificate | ec.EllipticCurvePrivateKey) -> bytes:
+    if isinstance(obj, x509.Certificate):
+        return obj.public_bytes(serialization.Encoding.PEM)
+    return obj.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+async def test_mutual_tls_connects_with_the_ca_client_certificate_and_server_name(
+    tmp_path: Path,
+) -> None:
+    """With a CA file, a client certificate and the server name, the client completes a
+    mutual-TLS handshake with a server that requires client certificates."""
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _certificate("daiku-test-ca", ca_key, None, ca=True)
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    server_cert = _certificate(
+        "actuator.daiku.internal", server_key, (ca.subject, ca_key), ca=False
+    )
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client_cert = _certificate("scheduler", client_key, (ca.subject, ca_key), ca=False)
+    files = {
+        "ca.pem": _pem(ca),
+        "client.pem": _pem(client_cert),
+        "client.key": _pem(client_key),
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+
+    server = grpc.aio.server()
+    servicer = ContractDouble()
+    actuator_pb2_grpc.add_ActuatorServicer_to_server(servicer, server)
+    credentials = grpc.ssl_server_credentials(
+        [(_pem(server_key), _pem(server_cert))],
+        root_certificates=_pem(ca),
+        require_client_auth=True,
+    )
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    await server.start()
+    try:
+        tls = TlsFiles(
+            ca_file=tmp_path / "ca.pem",
+            cert_file=tmp_path / "client.pem",
+            key_file=tmp_path / "client.key",
+            server_name="actuator.daiku.internal",
+        )
+        async with ActuatorClient.connect(f"127.0.0.1:{port}", token=TOKEN, tls=tls) as client:
+            assert len(await client.list_nodeclaims()) == 2
+        no_client_cert = TlsFiles(
+            ca_file=tmp_path / "ca.pem", server_name="actuator.daiku.internal"
+        )
+        async with ActuatorClient.connect(
+            f"127.0.0.1:{port}", token=TOKEN, tls=no_client_cert
+        ) as anonymous:
+            with pytest.raises(UnavailableError):
+                await anonymous.list_nodeclaims()
+    finally:
+        await server.stop(grace=None)
