@@ -49,6 +49,8 @@ class ResourceType:
     verbs: tuple[str, ...] = _ALL_VERBS
     extra_subresources: tuple[str, ...] = ()
     printer_columns: tuple[JsonObject, ...] = ()
+    # a CRD version's openAPIV3Schema: pruning and defaults (see `schema`)
+    schema: JsonObject | None = field(default=None, compare=False, hash=False)
     defaulter: Defaulter | None = field(default=None, compare=False)
     # another served type whose objects this one shares, with the conversions both ways
     storage_key: str = ""
@@ -471,6 +473,7 @@ def resource_types_from_crd(crd: JsonObject) -> list[ResourceType]:
                 has_generation=True,
                 strategic_patch=False,
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
+                schema=(version.get("schema") or {}).get("openAPIV3Schema"),
             )
         )
     return types

@@ -98,6 +98,7 @@ from localcloud.kube.errors import (
 )
 from localcloud.kube.patches import json_patch, merge_patch, strategic_merge_patch
 from localcloud.kube.resources import BUILTIN_RESOURCES, ResourceType, resource_types_from_crd
+from localcloud.kube.schema import apply_structural_schema
 from localcloud.kube.selectors import (
     FieldSelector,
     LabelSelector,
@@ -671,6 +672,8 @@ class Store:
             meta.pop("generation", None)
         if rt.has_status and not rt.status_on_create:
             obj.pop("status", None)
+        if rt.schema is not None:
+            apply_structural_schema(obj, rt.schema)
         if rt.defaulter is not None:
             rt.defaulter(obj)
         self._validate(rt, obj)
@@ -811,6 +814,10 @@ class Store:
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if subresource != "status" and rt.defaulter is not None and rt.key != "v1/pods":
             rt.defaulter(new)
+        if rt.schema is not None:
+            # pruning edits in place: work on a private copy, never on shared stored subtrees
+            new = apply_structural_schema(copy_json(new), rt.schema)
+            meta = new["metadata"]
         self._validate(rt, new)
         if new == old:
             return old

@@ -343,3 +343,39 @@ async def test_crd_then_custom_resource_with_printer_columns(
     await kubectl("delete", "crd", "widgets.example.com")
     with pytest.raises(Exception, match="widgets"):
         kube.store.resource("widgets")
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+async def test_daiku_crds_and_examples_apply_with_schema_defaults(
+    kube: KubeApiServer, kubectl: Kubectl
+) -> None:
+    """kubectl applies daiku's CRDs and example objects; the schema's defaults are filled in and
+    undeclared fields are pruned, as the real apiserver does."""
+    await kubectl("apply", "-f", str(REPO / "deploy" / "crds"))
+    await kubectl("apply", "-f", str(REPO / "deploy" / "examples" / "nodepool-default.yaml"))
+    await kubectl("apply", "-f", str(REPO / "deploy" / "examples" / "ec2nodeclass-default.yaml"))
+    names = (await kubectl("get", "nodepools,ec2nodeclasses", "-o", "name")).stdout.split()
+    assert names == ["nodepool.daiku.dev/default", "ec2nodeclass.daiku.dev/default"]
+    await kube.store.create(
+        "nodepools.daiku.dev",
+        {
+            "apiVersion": "daiku.dev/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "bare"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {"group": "daiku.dev", "kind": "EC2NodeClass", "name": "x"},
+                        "requirements": [],
+                    }
+                },
+                "notAField": True,
+            },
+        },
+    )
+    bare = await kube.store.get("nodepools.daiku.dev", "bare")
+    assert "notAField" not in bare["spec"]
+    assert bare["spec"]["disruption"]["consolidationPolicy"] == "WhenEmptyOrUnderutilized"
+    assert bare["spec"]["template"]["spec"]["expireAfter"] == "720h"

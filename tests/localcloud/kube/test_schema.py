@@ -1,0 +1,66 @@
+"""Structural-schema pruning and defaulting of custom objects."""
+
+from __future__ import annotations
+
+from localcloud.kube.schema import apply_structural_schema
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "properties": {
+                "size": {"type": "integer", "default": 3},
+                "mode": {"type": "string", "nullable": True},
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string"},
+                            "weight": {"type": "integer", "default": 1},
+                        },
+                    },
+                },
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "policy": {
+                    "type": "object",
+                    "default": {},
+                    "properties": {"kind": {"type": "string", "default": "Fast"}},
+                },
+            },
+        }
+    },
+}
+
+
+async def test_prunes_unknown_fields_and_keeps_root_metadata() -> None:
+    """Undeclared fields go; apiVersion, kind, metadata, additionalProperties and preserved
+    subtrees stay."""
+    obj = {
+        "apiVersion": "x/v1",
+        "kind": "X",
+        "metadata": {"name": "a"},
+        "spec": {"bogus": 1, "labels": {"a": "b"}, "free": {"anything": {"goes": 1}}},
+        "extra": True,
+    }
+    apply_structural_schema(obj, SCHEMA)
+    assert obj["metadata"] == {"name": "a"}
+    assert "extra" not in obj
+    assert "bogus" not in obj["spec"]
+    assert obj["spec"]["labels"] == {"a": "b"}
+    assert obj["spec"]["free"] == {"anything": {"goes": 1}}
+
+
+async def test_defaults_apply_recursively_and_to_list_items_and_nulls() -> None:
+    """Missing or null non-nullable fields get defaults, inside defaults and list items too;
+    a nullable null stays."""
+    obj = {
+        "spec": {"size": None, "mode": None, "items": [{"name": "a"}, {"name": "b", "weight": 5}]}
+    }
+    apply_structural_schema(obj, SCHEMA)
+    assert obj["spec"]["size"] == 3
+    assert obj["spec"]["mode"] is None
+    assert [i["weight"] for i in obj["spec"]["items"]] == [1, 5]
+    assert obj["spec"]["policy"] == {"kind": "Fast"}
