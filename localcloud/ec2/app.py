@@ -98,6 +98,13 @@ class EmulatorState:
     # (account, region, client token) -> (request fingerprint, response body)
     _fleets_by_token: dict[tuple[str, str, str], tuple[str, bytes]] = field(default_factory=dict)
 
+    def fleet_for_token(self, key: tuple[str, str, str]) -> tuple[str, bytes] | None:
+        """(request fingerprint, response body) of the fleet created with this ClientToken."""
+        return self._fleets_by_token.get(key)
+
+    def remember_fleet(self, key: tuple[str, str, str], fingerprint: str, body: bytes) -> None:
+        self._fleets_by_token[key] = (fingerprint, body)
+
     def record(self, call: CreateFleetCall) -> None:
         with self._calls_lock:
             self._calls.append(call)
@@ -197,21 +204,23 @@ class Ec2EmulatorApp:
         # moto reads the body again from the stream.
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
-        response = self._emulated(request, body, received)
+        form = self._ec2_form(request, body)
+        response = self._emulated(request, form, body, received)
         if response is not None:
             return response(environ, start_response)
-        if self._ec2_form(request, body) is None:
+        if form is None:
             return self._moto_app(environ, start_response)
         with self._state.ec2_lock:
             # moto builds the whole body inside the call, so the lock covers the backend work.
             return list(self._moto_app(environ, start_response))
 
-    def _emulated(self, request: Request, body: bytes, received: float) -> Response | None:
+    def _emulated(
+        self, request: Request, form: MultiDict[str, str] | None, body: bytes, received: float
+    ) -> Response | None:
         """The emulator's own answer to this request, or None to let moto answer."""
         target = request.headers.get("X-Amz-Target", "")
         if target.startswith("AWSPriceListService."):
             return self._pricing(target.split(".", 1)[1], body)
-        form = self._ec2_form(request, body)
         if form is None:
             return None
         action = form.get("Action", "")
@@ -273,7 +282,7 @@ class Ec2EmulatorApp:
         ).hexdigest()
         with state.ec2_lock:
             if token:
-                cached = state._fleets_by_token.get((account, region, token))
+                cached = state.fleet_for_token((account, region, token))
                 if cached is not None:
                     return self._replay(cached, fingerprint, token, received)
             from moto.ec2.utils import random_fleet_id
@@ -301,7 +310,7 @@ class Ec2EmulatorApp:
                 return ec2_error_response(code, str(getattr(error, "message", error)), 400)
             body = _serialize_ec2("CreateFleet", outcome.to_response())
             if token:
-                state._fleets_by_token[(account, region, token)] = (fingerprint, body)
+                state.remember_fleet((account, region, token), fingerprint, body)
         self._record_outcome(outcome, token, received)
         return Response(body, status=200, content_type="text/xml")
 
