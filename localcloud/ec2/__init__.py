@@ -1,5 +1,32 @@
-"""Local EC2: moto's server plus the capacity, pricing, idempotency and interruption realism
-daiku depends on. See `Ec2Emulator`."""
+"""Local EC2: moto's server plus the realism daiku depends on (see `Ec2Emulator`).
+
+One port serves EC2 (query protocol), SQS and the Pricing API, as AWS SDK clients call them
+with `endpoint_url=emulator.endpoint_url`. Added to moto:
+
+- instant CreateFleet with capacity pools per (instance type, zone, capacity type): launches
+  from the first pool with capacity in allocation-strategy order, reports the others in
+  `Errors[]`; idempotent per ClientToken;
+- DescribeSpotPriceHistory from `spot_prices.spot_price` and Pricing GetProducts from the
+  shared on-demand price list;
+- injected faults (e.g. RequestLimitExceeded as HTTP 503 in EC2's XML error shape);
+- EventBridge-shaped spot interruption / rebalance / state-change events sent to SQS;
+- seeding for the cluster: discovery-tagged subnets and security group, EKS AL2023 AMIs,
+  the `<cluster>-interruption` queue.
+
+In-process: ``with Ec2Emulator() as emulator:`` (or ``async with``, or start()/stop()).
+Another process: ``python -m localcloud.ec2 --port N [--region R] [--cluster-name C]`` prints
+``localcloud.ec2 ready endpoint_url=... interruption_queue_url=...`` and is driven over HTTP:
+
+- ``GET  /_localcloud/health``
+- ``POST /_localcloud/capacity`` ``{"instance_type", "zone", "capacity_type", "available",
+  "error_code"?}``; ``GET`` lists unavailable pools; ``DELETE`` makes all available
+- ``POST /_localcloud/faults`` ``{"action", "error_code", "count"?, "http_status"?,
+  "message"?}``; ``GET`` lists pending faults; ``DELETE`` clears them
+- ``POST /_localcloud/interrupt`` ``{"instance_id", "kind"?: "spot-interruption" |
+  "rebalance-recommendation" | "state-change", "state"?, "queue_url"?}`` → ``{"message_id"}``
+- ``GET /_localcloud/create-fleet-calls`` (``CreateFleetCall.to_json()`` each); ``DELETE``
+  clears them
+"""
 
 from localcloud.ec2.app import ADMIN_PREFIX, CreateFleetCall
 from localcloud.ec2.capacity import PoolKey
