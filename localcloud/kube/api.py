@@ -440,6 +440,9 @@ class KubeApi:
                     else:
                         await response.write(b"".join(e.encoded() for e in events))
                 if not events and bookmarks and time.monotonic() < deadline:
+                    # nothing of this resource is pending (poll just came back empty, with no
+                    # await since), so the global version is a safe, fresher resume point
+                    watcher.cursor_rv = max(watcher.cursor_rv, self.store.resource_version)
                     await response.write(_bookmark_line(rt, watcher.cursor_rv))
             await response.write_eof()
         except ConnectionResetError:

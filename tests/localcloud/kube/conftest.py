@@ -50,6 +50,16 @@ class Kubectl:
         return result
 
 
+@pytest.fixture(autouse=True)
+async def no_leftover_tasks() -> AsyncIterator[None]:
+    """Fail a test that leaves asyncio tasks running behind it (a watch, a server handler)."""
+    before = asyncio.all_tasks()
+    yield
+    leftover = {t for t in asyncio.all_tasks() - before if not t.done()}
+    leftover.discard(asyncio.current_task())  # type: ignore[arg-type]
+    assert not leftover, f"tasks left running: {leftover}"
+
+
 @pytest.fixture
 async def kube(tmp_path: Path) -> AsyncIterator[KubeApiServer]:
     async with KubeApiServer(tls=True, bookmark_interval_seconds=0.2, event_window=50) as api:
