@@ -23,7 +23,8 @@ Another process: ``python -m localcloud.ec2 --port N [--region R] [--cluster-nam
 - ``POST /_localcloud/faults`` ``{"action", "error_code", "count"?, "http_status"?,
   "message"?}``; ``GET`` lists pending faults; ``DELETE`` clears them
 - ``POST /_localcloud/interrupt`` ``{"instance_id", "kind"?: "spot-interruption" |
-  "rebalance-recommendation" | "state-change", "state"?, "queue_url"?}`` → ``{"message_id"}``
+  "rebalance-recommendation" | "state-change", "state"?, "queue_url"?, "terminate"?}``
+  → ``{"message_id"}``
 - ``GET /_localcloud/create-fleet-calls`` (``CreateFleetCall.to_json()`` each); ``DELETE``
   clears them
 """

@@ -21,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port to bind (0: a free port)")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--cluster-name", default="daiku")
+    parser.add_argument(
+        "--emit-state-changes",
+        action="store_true",
+        help="send instance state-change notifications to the interruption queue on termination",
+    )
     args = parser.parse_args(argv)
 
     stopping = threading.Event()
@@ -31,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     emulator = Ec2Emulator(
-        host=args.host, port=args.port, region=args.region, cluster_name=args.cluster_name
+        host=args.host,
+        port=args.port,
+        region=args.region,
+        cluster_name=args.cluster_name,
+        emit_state_changes=args.emit_state_changes,
     )
     emulator.start()
     sys.stdout.write(

@@ -93,6 +93,8 @@ class EmulatorState:
     endpoint_url: str = ""
     interruption_queue_url: str = ""
     send_event: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    # Called with the ids of instances a successful TerminateInstances terminated.
+    on_instances_terminated: Callable[[list[str]], None] | None = None
     _calls_lock: threading.Lock = field(default_factory=threading.Lock)
     _calls: list[CreateFleetCall] = field(default_factory=list)
     # (account, region, client token) -> (request fingerprint, response body)
@@ -210,9 +212,19 @@ class Ec2EmulatorApp:
             return response(environ, start_response)
         if form is None:
             return self._moto_app(environ, start_response)
+        statuses: list[str] = []
+
+        def capture_status(status: str, headers: Any, exc_info: Any = None) -> Any:
+            statuses.append(status)
+            return start_response(status, headers, exc_info)
+
         with self._state.ec2_lock:
             # moto builds the whole body inside the call, so the lock covers the backend work.
-            return list(self._moto_app(environ, start_response))
+            answer = list(self._moto_app(environ, capture_status))
+        notify = self._state.on_instances_terminated
+        if form.get("Action") == "TerminateInstances" and notify and statuses[0].startswith("200"):
+            notify(list(_parse_ec2("TerminateInstances", form).get("InstanceIds") or []))
+        return answer
 
     def _emulated(
         self, request: Request, form: MultiDict[str, str] | None, body: bytes, received: float

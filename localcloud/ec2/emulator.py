@@ -60,7 +60,11 @@ class Ec2Emulator:
         port: int = 0,
         region: str = "us-east-1",
         cluster_name: str = "daiku",
+        *,
+        emit_state_changes: bool = False,
     ) -> None:
+        """`emit_state_changes`: send shutting-down/terminated state-change notifications to the
+        interruption queue when instances are terminated (as an EventBridge rule would)."""
         self.host = host
         self.port = port
         self.region = region
@@ -70,6 +74,8 @@ class Ec2Emulator:
             region=region, cluster_name=cluster_name, context=fleet_context_for_region(region)
         )
         self._state.send_event = self._send_event_from_admin
+        if emit_state_changes:
+            self._state.on_instances_terminated = self._notify_terminated
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.subnet_ids: dict[str, str] = {}
@@ -239,12 +245,35 @@ class Ec2Emulator:
     def clear_create_fleet_calls(self) -> None:
         self._state.clear_create_fleet_calls()
 
-    def send_spot_interruption(self, instance_id: str, queue_url: str | None = None) -> str:
-        """Send an EC2 Spot Instance Interruption Warning for `instance_id`; returns its id."""
+    def send_spot_interruption(
+        self, instance_id: str, queue_url: str | None = None, *, terminate: bool = False
+    ) -> str:
+        """Send an EC2 Spot Instance Interruption Warning for `instance_id`; returns its id.
+
+        `terminate=True` also reclaims the instance at once (the two-minute notice collapsed),
+        sending state-change notifications when the emulator emits them.
+        """
         body = events.spot_interruption_warning(
             instance_id, region=self.region, account_id=self.account_id, now=datetime.now(UTC)
         )
-        return self._send(body, queue_url)
+        message_id = self._send(body, queue_url)
+        if terminate:
+            self.terminate_instance(instance_id)
+        return message_id
+
+    def terminate_instance(self, instance_id: str) -> None:
+        """Terminate an instance as EC2 would on its own (spot reclaim, hardware failure)."""
+        from moto.ec2.models import ec2_backends
+
+        with self._state.ec2_lock:
+            ec2_backends[self.account_id][self.region].terminate_instances([instance_id])
+        if self._state.on_instances_terminated is not None:
+            self._state.on_instances_terminated([instance_id])
+
+    def _notify_terminated(self, instance_ids: list[str]) -> None:
+        for instance_id in instance_ids:
+            for state in ("shutting-down", "terminated"):
+                self.send_instance_state_change(instance_id, state)
 
     def send_rebalance_recommendation(self, instance_id: str, queue_url: str | None = None) -> str:
         """Send an EC2 Instance Rebalance Recommendation for `instance_id`."""
@@ -282,7 +311,8 @@ class Ec2Emulator:
         queue_url = payload.get("queue_url")
         kind = str(payload.get("kind", "spot-interruption"))
         if kind == "spot-interruption":
-            message_id = self.send_spot_interruption(instance_id, queue_url)
+            terminate = bool(payload.get("terminate", False))
+            message_id = self.send_spot_interruption(instance_id, queue_url, terminate=terminate)
         elif kind == "rebalance-recommendation":
             message_id = self.send_rebalance_recommendation(instance_id, queue_url)
         elif kind == "state-change":

@@ -9,7 +9,7 @@ from aiobotocore.session import get_session
 
 from localcloud.ec2 import Ec2Emulator
 
-from .conftest import CREDENTIALS
+from .conftest import CREDENTIALS, client
 
 
 async def receive_one(emulator: Ec2Emulator) -> dict[str, Any]:
@@ -52,3 +52,58 @@ async def test_rebalance_and_state_change_events_have_their_detail_types(
     assert rebalance["detail"] == {"instance-id": "i-1"}
     assert state_change["detail-type"] == "EC2 Instance State-change Notification"
     assert state_change["detail"] == {"instance-id": "i-1", "state": "terminated"}
+
+
+def launch_one(emulator: Ec2Emulator, ec2: Any) -> str:
+    template = ec2.create_launch_template(
+        LaunchTemplateName="daiku-events",
+        LaunchTemplateData={"ImageId": emulator.image_ids["x86_64"]},
+    )["LaunchTemplate"]
+    response = ec2.create_fleet(
+        Type="instant",
+        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"},
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template["LaunchTemplateId"]},
+                "Overrides": [{"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a"}],
+            }
+        ],
+    )
+    instance_id: str = response["Instances"][0]["InstanceIds"][0]
+    return instance_id
+
+
+def state_of(ec2: Any, instance_id: str) -> str:
+    reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+    state: str = reservations[0]["Instances"][0]["State"]["Name"]
+    return state
+
+
+async def test_terminate_instances_emits_state_changes_when_enabled() -> None:
+    """With emit_state_changes, TerminateInstances sends shutting-down then terminated events."""
+    with Ec2Emulator(emit_state_changes=True) as emulator:
+        ec2 = client(emulator, "ec2")
+        instance_id = launch_one(emulator, ec2)
+
+        ec2.terminate_instances(InstanceIds=[instance_id])
+
+        first = await receive_one(emulator)
+        second = await receive_one(emulator)
+    assert [first["detail"], second["detail"]] == [
+        {"instance-id": instance_id, "state": "shutting-down"},
+        {"instance-id": instance_id, "state": "terminated"},
+    ]
+
+
+async def test_spot_interruption_with_terminate_reclaims_the_instance(
+    emulator: Ec2Emulator,
+) -> None:
+    """send_spot_interruption(terminate=True) sends the warning and terminates the instance."""
+    ec2 = client(emulator, "ec2")
+    instance_id = launch_one(emulator, ec2)
+
+    emulator.send_spot_interruption(instance_id, terminate=True)
+
+    warning = await receive_one(emulator)
+    assert warning["detail"]["instance-id"] == instance_id
+    assert state_of(ec2, instance_id) in ("shutting-down", "terminated")
