@@ -64,6 +64,9 @@ class Resources:
         )
 
 
+_NONE = Resources()
+
+
 @dataclass(frozen=True)
 class InitContainer:
     """An init container's requests; ``is_sidecar`` for restartPolicy Always (KEP-753)."""
@@ -186,6 +189,12 @@ class Pod:
     def requests(self) -> Resources:
         """Effective requests: max(sum of containers + sidecars, each init container with the
         sidecars started before it), plus overhead and one pod (kube-scheduler's rule)."""
+        if not self.init_containers and len(self.containers) == 1 and self.overhead == _NONE:
+            # The common shape, without the general path's mapping arithmetic.
+            c = self.containers[0]
+            return Resources(
+                c.cpu_millis, c.memory_bytes, c.pods + 1, c.ephemeral_storage_bytes, c.extended
+            )
         sidecars = Resources()
         init_peak = Resources()
         for init in self.init_containers:

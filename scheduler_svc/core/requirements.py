@@ -234,6 +234,15 @@ class Requirements:
 
     items: tuple[tuple[str, ValueSet], ...] = ()
 
+    def __hash__(self) -> int:
+        # Requirements key the solver's caches; hashing the nested tuples every time is
+        # measurable, so the hash is computed once per object.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(self.items)
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     @staticmethod
     def of(requirements: Iterable[Requirement]) -> Requirements:
         """The conjunction of written requirements (several on one key intersect)."""

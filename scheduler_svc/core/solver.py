@@ -63,6 +63,7 @@ from scheduler_svc.core.requirements import (
 from scheduler_svc.core.taints import Taint, first_untolerated
 
 _INF = 1 << 62
+_NO_RESOURCES = Resources()
 _TAIL_NODES = 4
 _GIB = 1024**3
 
@@ -147,6 +148,8 @@ class _Class:
         self.id = class_id
         self.pods = pods
         self.next = 0
+        self.remaining = len(pods)
+        self.family = 0
         self.sample = pods[0]
         self.namespace = pods[0].namespace
         self.labels = dict(pods[0].labels)
@@ -164,13 +167,10 @@ class _Class:
         self.reasons: dict[str, str] = {}
         self.relaxed: list[str] = []
 
-    @property
-    def remaining(self) -> int:
-        return len(self.pods) - self.next
-
     def take(self, count: int) -> list[Pod]:
         taken = self.pods[self.next : self.next + count]
-        self.next += count
+        self.next += len(taken)
+        self.remaining = len(self.pods) - self.next
         return taken
 
 
@@ -202,19 +202,24 @@ class _Pool:
     bits: int
     used_capacity: list[int]
     nodes: int
+    min_values: tuple[tuple[str, int], ...] = ()
 
 
 class _Solver:
     def __init__(self, problem: SchedulingInput) -> None:
         self.problem = problem
         extended = sorted(
-            {
+            {name for pod in problem.pods for c in pod.containers for name, _ in c.extended}
+            | {
                 name
                 for pod in (*problem.pods, *problem.daemonsets)
                 for name, _ in pod.requests().extended
+                if pod.init_containers or pod.overhead.extended
             }
+            | {name for pod in problem.daemonsets for name, _ in pod.requests().extended}
         )
         self.dimensions = (*BASE_DIMENSIONS, *extended)
+        self._requests = {id(pod): self._request_vector(pod) for pod in problem.pods}
         self.catalog = CatalogIndex(
             problem.instance_types, self.dimensions, problem.unavailable_offerings
         )
@@ -239,11 +244,24 @@ class _Solver:
             tuple[int, ValueSet | None, ValueSet | None], tuple[OfferingOption, ...]
         ] = {}
         self.last_failure = ""
+        self._blocked_by_constraint = False
 
     # -- set-up ---------------------------------------------------------------------------------
 
     def _vector(self, resources: Resources) -> tuple[int, ...]:
         return resource_vector(resources, self.dimensions)
+
+    def _request_vector(self, pod: Pod) -> tuple[int, ...]:
+        """The pod's effective requests as a vector (the one-container shape without building
+        intermediate Resources: this runs once per pending pod)."""
+        if pod.init_containers or len(pod.containers) != 1 or pod.overhead != _NO_RESOURCES:
+            return self._vector(pod.requests())
+        c = pod.containers[0]
+        base = (c.cpu_millis, c.memory_bytes, c.pods + 1, c.ephemeral_storage_bytes)
+        if len(self.dimensions) == len(BASE_DIMENSIONS):
+            return base
+        extended = dict(c.extended)
+        return base + tuple(extended.get(d, 0) for d in self.dimensions[len(BASE_DIMENSIONS) :])
 
     def _build_pools(self) -> list[_Pool]:
         pools: list[_Pool] = []
@@ -281,9 +299,19 @@ class _Solver:
                     bits,
                     used,
                     count,
+                    tuple((r.key, r.min_values) for r in nodepool.requirements if r.min_values),
                 )
             )
         return pools
+
+    def _min_values_unmet(self, pool: _Pool, bits: int) -> str | None:
+        """The first minValues requirement the types in ``bits`` cannot meet (None: all met)."""
+        for key, wanted in pool.min_values:
+            by_value = self.catalog.label_index.get(key, {})
+            have = sum(1 for value_bits in by_value.values() if value_bits & bits)
+            if have < wanted:
+                return f"minValues {wanted} for {key} (only {have} fit)"
+        return None
 
     @staticmethod
     def _node_terms(pod: Pod, softs: Sequence[_Soft]) -> list[Requirements]:
@@ -320,12 +348,13 @@ class _Solver:
     def _build_classes(self, pods: Iterable[Pod]) -> list[_Class]:
         by_key: dict[object, list[Pod]] = {}
         requests: dict[object, tuple[int, ...]] = {}
+        families: dict[object, int] = {}
+        family_of: dict[object, int] = {}
         for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-            request = self._vector(pod.requests())
-            key = (
+            request = self._requests[id(pod)]
+            constraints = (
                 pod.namespace,
                 tuple(sorted(pod.labels.items())),
-                request,
                 tuple(sorted(pod.node_selector.items())),
                 pod.required_node_affinity,
                 pod.preferred_node_affinity,
@@ -338,11 +367,17 @@ class _Solver:
                 pod.host_ports,
                 pod.volume_zones,
             )
-            by_key.setdefault(key, []).append(pod)
-            requests[key] = request
+            key = (request, constraints)
+            members = by_key.get(key)
+            if members is None:
+                by_key[key] = members = []
+                requests[key] = request
+                family_of[key] = families.setdefault(constraints, len(families))
+            members.append(pod)
         classes: list[_Class] = []
         for class_key, members in by_key.items():
             cls = _Class(len(classes), members, requests[class_key])
+            cls.family = family_of[class_key]
             cls.softs = self._softs(cls.sample)
             self._compile(cls)
             classes.append(cls)
@@ -744,7 +779,9 @@ class _Solver:
                     cap = room
                     if cap <= 0:
                         self.last_failure = f"not enough {self.dimensions[d]}"
+                        self._blocked_by_constraint = False
                         return 0, b.requirements, b.bits
+        self._blocked_by_constraint = True
         if b.node is not None:
             term = self._static_existing(b, cls)
             if term is None:
@@ -784,7 +821,40 @@ class _Solver:
             cap = min(cap, self._topology_cap(b, cls, key, domain))
             if cap <= 0:
                 return 0, requirements, bits
+        if b.pool is not None and b.pool.min_values:
+            cap = self._min_values_cap(b, cls, cap, bits)
+            if cap <= 0:
+                return 0, requirements, bits
         return cap, requirements, bits
+
+    def _min_values_cap(self, b: _Bin, cls: _Class, cap: int, bits: int) -> int:
+        """The most copies that keep enough instance types for the pool's minValues."""
+        pool = b.pool
+        assert pool is not None
+
+        def ok(count: int) -> bool:
+            needed = [u + r * count for u, r in zip(b.used, cls.request, strict=True)]
+            return self._min_values_unmet(pool, bits & self.catalog.fits(needed)) is None
+
+        if ok(cap):
+            return cap
+        low, high = 0, cap  # ok(low) holds (the claim as it is), ok(high) does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            if ok(middle):
+                low = middle
+            else:
+                high = middle
+        if low == 0:
+            self.last_failure = (
+                self._min_values_unmet(
+                    pool,
+                    bits
+                    & self.catalog.fits([u + r for u, r in zip(b.used, cls.request, strict=True)]),
+                )
+                or "minValues"
+            )
+        return low
 
     def _first_group(self, cls: _Class, key: str) -> _Group | None:
         for spread in cls.spreads:
@@ -827,6 +897,11 @@ class _Solver:
 
     def _fill(self, b: _Bin, classes: Sequence[_Class], fraction: float = 0.0) -> int:
         placed = 0
+        # Classes of one family differ only in requests: when one fails for any other reason
+        # (topology, ports, requirements) they all do on this bin, so the rest are skipped.
+        blocked: set[int] = set()
+        free = b.allocatable
+        used = b.used
         if fraction > 0:
             carry = 0.0
             for cls in classes:
@@ -834,20 +909,26 @@ class _Solver:
                     continue
                 carry += cls.remaining * fraction
                 want = min(int(carry), cls.remaining)
-                if want <= 0:
+                if want <= 0 or cls.family in blocked:
                     continue
                 count, requirements, bits = self._max_copies(b, cls, want)
                 carry -= count
                 if count > 0:
                     self._place(b, cls, count, requirements, bits)
                     placed += count
+                elif self._blocked_by_constraint:
+                    blocked.add(cls.family)
         for cls in classes:
-            if not cls.remaining:
+            if not cls.remaining or cls.family in blocked:
+                continue
+            if any(r > f - u for r, f, u in zip(cls.request, free, used, strict=True)):
                 continue
             count, requirements, bits = self._max_copies(b, cls, cls.remaining)
             if count > 0:
                 self._place(b, cls, count, requirements, bits)
                 placed += count
+            elif self._blocked_by_constraint:
+                blocked.add(cls.family)
         return placed
 
     # -- new NodeClaims --------------------------------------------------------------------------
@@ -877,10 +958,23 @@ class _Solver:
     def _choose_target(self, pool: _Pool, bits: int) -> int:
         """The type with the lowest price per unit of remaining demand (ties: bigger)."""
         epoch = self._epoch
+        # The pool-wide choice serves every head it can hold (most of them): one scan of the
+        # pool's types per demand epoch instead of one per claim.
+        pool_wide = (pool.bits, epoch, pool.requirements)
+        cached = self._targets.get(pool_wide)
+        if cached is None:
+            cached = self._scan_targets(pool, pool.bits)
+            self._targets[pool_wide] = cached
+        if cached >= 0 and (bits >> cached) & 1:
+            return cached
         ident = (bits, epoch, pool.requirements)
         cached = self._targets.get(ident)
-        if cached is not None:
-            return cached
+        if cached is None:
+            cached = self._scan_targets(pool, bits)
+            self._targets[ident] = cached
+        return cached
+
+    def _scan_targets(self, pool: _Pool, bits: int) -> int:
         zones = pool.requirements.get(LABEL_ZONE)
         capacity_types = pool.requirements.get(LABEL_CAPACITY_TYPE)
         demand = self._demand
@@ -910,7 +1004,6 @@ class _Solver:
             key = (score, -units, self.catalog.names[p])
             if key < best_key:
                 best, best_key = p, key
-        self._targets[ident] = best
         return best
 
     def _provision(self, classes: list[_Class]) -> None:  # noqa: PLR0912 - one branch per constraint kind reads best
@@ -1048,6 +1141,8 @@ class _Solver:
         self._compile(relaxed)
         self._match_groups(relaxed)
         cls.next = len(cls.pods)
+        cls.remaining = 0
+        relaxed.family = -1 - relaxed.id
         self._extra.append(relaxed)
         return relaxed
 
@@ -1096,6 +1191,15 @@ class _Solver:
                 )
         return self._result()
 
+    def _resources(self, vector: Sequence[int]) -> Resources:
+        base = len(BASE_DIMENSIONS)
+        extended = tuple(
+            (name, amount)
+            for name, amount in zip(self.dimensions[base:], vector[base:], strict=True)
+            if amount
+        )
+        return Resources(vector[0], vector[1], vector[2], vector[3], extended)
+
     def _result(self) -> SchedulingResult:
         claims = []
         for b in self.claims:
@@ -1120,9 +1224,7 @@ class _Solver:
                     nodepool=b.pool.nodepool.name if b.pool else "",
                     requirements=b.requirements.to_requirements(),
                     pods=tuple(b.pods),
-                    requests=Resources.from_mapping(
-                        dict(zip(self.dimensions, b.used, strict=True))
-                    ),
+                    requests=self._resources(b.used),
                     offerings=offerings,
                 )
             )

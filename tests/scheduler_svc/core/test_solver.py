@@ -551,3 +551,24 @@ def test_deterministic() -> None:
         for i in range(30)
     ]
     assert run(pods, CATALOG) == run(list(reversed(pods)), CATALOG)
+
+
+FAMILY = "karpenter.k8s.aws/instance-family"
+
+
+@pytest.mark.parametrize(("cpu", "placed"), [(1.5, True), (6, False)])
+def test_min_values_keeps_enough_instance_families(cpu: float, placed: bool) -> None:
+    """minValues 2 on instance-family: a pod only one family can hold stays pending, with the
+    reason; one that two families hold gets a claim listing both."""
+    types = [
+        instance_type("a.large", 2, 8, 0.1, labels={FAMILY: "a"}),
+        instance_type("b.large", 2, 8, 0.12, labels={FAMILY: "b"}),
+        instance_type("a.2xlarge", 8, 32, 0.4, labels={FAMILY: "a"}),
+    ]
+    pool = NodePool("default", requirements=(Requirement(FAMILY, Operator.IN, ("a", "b"), 2),))
+    result = run([pod("p", cpu, 1)], types, [pool])
+    if placed:
+        families = {o.instance_type.split(".")[0] for o in result.new_claims[0].offerings}
+        assert families == {"a", "b"}
+    else:
+        assert "minValues 2 for karpenter.k8s.aws/instance-family" in result.unschedulable[0].reason
