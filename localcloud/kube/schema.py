@@ -8,13 +8,28 @@
 3. Default: a missing property with a `default` gets a copy of it, recursively (defaults inside
    a defaulted object apply too), through objects, `additionalProperties` and list items.
 
-Type, enum, pattern and CEL (`x-kubernetes-validations`) checks are not done here.
+`validate()` then checks the result as the apiserver does: types, enums, patterns, bounds
+(jsonschema, with `nullable` and `x-kubernetes-int-or-string` translated), then every
+`x-kubernetes-validations` CEL rule (cel-python) with `self` bound to the value at its node and,
+on updates, `oldSelf` to the old value (transition rules are skipped on create, and when the old
+value is absent). A rule cel-python cannot compile (a Kubernetes-only CEL library function) is
+skipped rather than refusing every object; a rule that fails or errors refuses the object.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
+
+import celpy
+import jsonschema
+import structlog
+from celpy.adapter import json_to_cel
+
+log = structlog.get_logger("localcloud.kube.schema")
 
 JsonObject = dict[str, Any]
 _ROOT_FIELDS = ("apiVersion", "kind", "metadata")
@@ -60,3 +75,125 @@ def _walk_object(value: JsonObject, schema: JsonObject, keep: tuple[str, ...]) -
     for key, sub in properties.items():
         if key not in value and "default" in sub:
             value[key] = _walk(copy.deepcopy(sub["default"]), sub)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One reason the apiserver refuses a custom object: `spec.size`, `must be >= 1`."""
+
+    path: str
+    message: str
+
+
+def _json_schema(node: Any) -> Any:
+    """OpenAPI v3 (structural) -> JSON Schema: nullable and int-or-string made explicit."""
+    if isinstance(node, list):
+        return [_json_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out: JsonObject = {}
+    for key, value in node.items():
+        if key in ("properties", "patternProperties", "definitions"):
+            out[key] = {name: _json_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not"):
+            out[key] = _json_schema(value)
+        elif key in ("anyOf", "allOf", "oneOf"):
+            out[key] = [_json_schema(sub) for sub in value]
+        elif key in ("default", "nullable", "example") or key.startswith("x-kubernetes-"):
+            continue
+        else:
+            out[key] = value
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out.setdefault("anyOf", [{"type": "integer"}, {"type": "string"}])
+    if node.get("nullable") and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def _validator(schema: JsonObject) -> jsonschema.protocols.Validator:
+    body: JsonObject = _json_schema(schema)
+    # metadata is checked by the apiserver's ObjectMeta rules, not by the CRD's schema
+    body.get("properties", {}).pop("metadata", None)
+    return jsonschema.Draft202012Validator(body)
+
+
+@cache
+def _program(rule: str) -> celpy.Runner | None:
+    environment = celpy.Environment()
+    try:
+        return environment.program(environment.compile(rule))
+    except Exception as error:  # cel-python raises several unrelated types
+        log.warning("cel_rule_skipped", rule=rule, error=str(error))
+        return None
+
+
+def _rules(
+    schema: JsonObject, value: Any, old: Any, path: str
+) -> Iterator[tuple[str, JsonObject, Any, Any]]:
+    """(path, validation, value, old value or None) for every CEL rule over a present value."""
+    for validation in schema.get("x-kubernetes-validations") or []:
+        yield path, validation, value, old
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        old_map = old if isinstance(old, dict) else {}
+        for name, sub_value in value.items():
+            sub = properties.get(name) or (extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                yield from _rules(sub, sub_value, old_map.get(name), f"{path}.{name}".lstrip("."))
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            # list items have no stable identity without list-type=map: no oldSelf for them
+            yield from _rules(schema["items"], item, None, f"{path}[{index}]")
+
+
+def validate(
+    obj: JsonObject, schema: JsonObject | None, old: JsonObject | None = None
+) -> list[Violation]:
+    """Every reason the apiserver would refuse `obj` (already pruned and defaulted)."""
+    if not schema:
+        return []
+    found = [
+        Violation(_path(error.absolute_path), error.message)
+        for error in _cached_validator(id(schema), schema).iter_errors(obj)
+    ]
+    if found:
+        return found  # CEL rules assume a structurally valid object
+    for path, validation, value, old_value in _rules(schema, obj, old, ""):
+        rule = str(validation.get("rule", ""))
+        transition = "oldSelf" in rule
+        if transition and old_value is None:
+            continue
+        program = _program(rule)
+        if program is None:
+            continue
+        activation = {"self": json_to_cel(value)}
+        if transition:
+            activation["oldSelf"] = json_to_cel(old_value)
+        try:
+            result = program.evaluate(activation)
+        except Exception as error:  # an evaluation error refuses the object, as in k8s
+            found.append(Violation(path or "<root>", f"failed rule {rule!r}: {error}"))
+            continue
+        if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
+            message = validation.get("message") or f"Invalid value: failed rule: {rule}"
+            found.append(Violation(path or "<root>", str(message)))
+    return found
+
+
+_VALIDATORS: dict[int, tuple[JsonObject, jsonschema.protocols.Validator]] = {}
+
+
+def _cached_validator(key: int, schema: JsonObject) -> jsonschema.protocols.Validator:
+    cached = _VALIDATORS.get(key)
+    if cached is None or cached[0] is not schema:
+        cached = _VALIDATORS[key] = (schema, _validator(schema))
+    return cached[1]
+
+
+def _path(parts: Any) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out.lstrip(".") or "<root>"

@@ -98,7 +98,7 @@ from localcloud.kube.errors import (
 )
 from localcloud.kube.patches import json_patch, merge_patch, strategic_merge_patch
 from localcloud.kube.resources import BUILTIN_RESOURCES, ResourceType, resource_types_from_crd
-from localcloud.kube.schema import apply_structural_schema
+from localcloud.kube.schema import Violation, apply_structural_schema, validate
 from localcloud.kube.selectors import (
     FieldSelector,
     LabelSelector,
@@ -674,6 +674,7 @@ class Store:
             obj.pop("status", None)
         if rt.schema is not None:
             apply_structural_schema(obj, rt.schema)
+            _raise_violations(rt, name_hint(obj), validate(obj, rt.schema))
         if rt.defaulter is not None:
             rt.defaulter(obj)
         self._validate(rt, obj)
@@ -818,6 +819,7 @@ class Store:
             # pruning edits in place: work on a private copy, never on shared stored subtrees
             new = apply_structural_schema(copy_json(new), rt.schema)
             meta = new["metadata"]
+            _raise_violations(rt, name, validate(new, rt.schema, old))
         self._validate(rt, new)
         if new == old:
             return old
@@ -1318,6 +1320,28 @@ def apply_patch(rt: ResourceType, old: JsonObject, body: Any, patch_type: str) -
             )
         return strategic_merge_patch(old, body)
     raise UnsupportedMediaType(f"unsupported patch type {patch_type!r}")
+
+
+def name_hint(obj: JsonObject) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _raise_violations(rt: ResourceType, name: str, violations: list[Violation]) -> None:
+    """Invalid (422) listing every violation, worded like the apiserver's field errors."""
+    if not violations:
+        return
+    details = ", ".join(f"{v.path}: {v.message}" for v in violations)
+    qualified = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+    raise Invalid(
+        f'{qualified} "{name}" is invalid: {details}',
+        kind=rt.kind,
+        name=name,
+        group=rt.group,
+        causes=[
+            {"reason": "FieldValueInvalid", "message": v.message, "field": v.path}
+            for v in violations
+        ],
+    )
 
 
 def _spec_of(obj: JsonObject) -> JsonObject:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from localcloud.kube.errors import NotFound
 from localcloud.kube.server import KubeApiServer
 from tests.localcloud.kube.conftest import Kubectl
 
@@ -379,3 +380,32 @@ async def test_daiku_crds_and_examples_apply_with_schema_defaults(
     assert "notAField" not in bare["spec"]
     assert bare["spec"]["disruption"]["consolidationPolicy"] == "WhenEmptyOrUnderutilized"
     assert bare["spec"]["template"]["spec"]["expireAfter"] == "720h"
+
+
+async def test_invalid_custom_objects_are_refused(
+    kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """A NodePool breaking its CRD's schema (an unknown enum value) is refused with 422 Invalid
+    and kubectl prints the field."""
+    await kubectl("apply", "-f", str(REPO / "deploy" / "crds"))
+    pool = {
+        "apiVersion": "daiku.dev/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "bad"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "daiku.dev", "kind": "EC2NodeClass", "name": "x"},
+                    "requirements": [],
+                }
+            },
+            "disruption": {"consolidationPolicy": "Sometimes"},
+        },
+    }
+    (tmp_path / "bad.json").write_text(json.dumps(pool))
+    refused = await kubectl("apply", "-f", str(tmp_path / "bad.json"), check=False)
+    assert refused.returncode != 0
+    assert "is invalid" in refused.stderr
+    assert "consolidationPolicy" in refused.stderr
+    with pytest.raises(NotFound):
+        await kube.store.get("nodepools.daiku.dev", "bad")
