@@ -485,11 +485,9 @@ class _Solver:
         cls.matched_groups = [
             gid for gid, g in enumerate(self.groups) if g.matches(cls.namespace, cls.labels)
         ]
-        owned = set(cls.inverse_owned)
+        # Terms the class owns count too: a running pod with the same term blocks it as well.
         cls.inverse_matched = [
-            iid
-            for iid, g in enumerate(self.inverse)
-            if iid not in owned and g.matches(cls.namespace, cls.labels)
+            iid for iid, g in enumerate(self.inverse) if g.matches(cls.namespace, cls.labels)
         ]
         keys = (
             {s.key for s in cls.spreads} | {a.key for a in cls.affinity} | {a.key for a in cls.anti}
@@ -530,7 +528,7 @@ class _Solver:
                     iid = self.inverse_ids.get(ident)
                     if iid is None:
                         iid = self._inverse_group(*ident)
-                        for cls in self.classes if hasattr(self, "classes") else ():
+                        for cls in self.classes:
                             if self.inverse[iid].matches(cls.namespace, cls.labels):
                                 cls.inverse_matched.append(iid)
                                 if self.inverse[iid].key not in cls.keys:
@@ -636,6 +634,13 @@ class _Solver:
         conflicts: list[str] = []
         compatible: list[tuple[Requirements, int]] = []
         for term in cls.node_terms:
+            hostname = term.get(LABEL_HOSTNAME)
+            if hostname is not None and not hostname.allows_absent:
+                # A node that does not exist yet has no hostname a pod could select.
+                conflicts.append(
+                    f"requires {hostname.describe(LABEL_HOSTNAME)}, which no new node can have"
+                )
+                continue
             conflict = term.conflict(pool.requirements)
             if conflict is not None:
                 conflicts.append(conflict)

@@ -572,3 +572,25 @@ def test_min_values_keeps_enough_instance_families(cpu: float, placed: bool) -> 
         assert families == {"a", "b"}
     else:
         assert "minValues 2 for karpenter.k8s.aws/instance-family" in result.unschedulable[0].reason
+
+
+def test_hostname_selector_only_matches_existing_nodes() -> None:
+    """A pod selecting a hostname goes to that node if it exists and never to a new claim."""
+    node = Node("n1", {HOST: "n1"}, allocatable=Resources(4000, 8 * GIB, 110))
+    here = pod("here", 1, 1, node_selector={HOST: "n1"})
+    nowhere = pod("nowhere", 1, 1, node_selector={HOST: "n9"})
+    result = run([here, nowhere], CATALOG, nodes=(node,))
+    assert result.existing_placements[0].pods == ("default/here",)
+    assert result.new_claims == ()
+    assert "which no new node can have" in result.unschedulable[0].reason
+
+
+def test_running_pod_with_same_anti_term_blocks_pending_copies() -> None:
+    """A running pod owning the same anti-affinity term as pending pods still repels them."""
+    term = (PodAffinityTerm(HOST, LabelSelector.of({"app": "web"})),)
+    guard = pod("guard", 0.1, 0.1, labels={"app": "guard"}, pod_anti_affinity=term)
+    node = Node("n1", {}, allocatable=Resources(8000, 16 * GIB, 110), pods=(guard,))
+    web = pod("web", 0.5, 0.5, labels={"app": "web"}, pod_anti_affinity=term)
+    result = run([web], CATALOG, nodes=(node,))
+    assert result.existing_placements == ()
+    assert claim_of(result, "default/web") == 0
