@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from localcloud.kube.errors import Invalid
+from localcloud.kube.errors import BadRequest, Invalid
 
 JsonObject = dict[str, Any]
 Defaulter = Callable[[JsonObject], None]
@@ -52,6 +52,8 @@ class ResourceType:
     # a CRD version's openAPIV3Schema: pruning and defaults (see `schema`)
     schema: JsonObject | None = field(default=None, compare=False, hash=False)
     defaulter: Defaulter | None = field(default=None, compare=False)
+    # field selector labels beyond metadata.name/metadata.namespace (others are a 400)
+    field_labels: tuple[str, ...] = ()
     # another served type whose objects this one shares, with the conversions both ways
     storage_key: str = ""
     to_storage: Converter | None = field(default=None, compare=False)
@@ -74,6 +76,12 @@ class ResourceType:
     @property
     def list_kind(self) -> str:
         return f"{self.kind}List"
+
+    def check_field_labels(self, labels: tuple[str, ...]) -> None:
+        """BadRequest for a field selector label this resource does not support."""
+        for label in labels:
+            if label not in ("metadata.name", "metadata.namespace", *self.field_labels):
+                raise BadRequest(f"field label not supported: {label}")
 
 
 def _quantity_present(resources: Any, name: str) -> bool:
@@ -234,6 +242,28 @@ def event_from_core(core: JsonObject) -> JsonObject:
     return event
 
 
+_EVENT_FIELD_LABELS: tuple[str, ...] = (
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+    # the events.k8s.io names of the same fields
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "reportingController",
+)
+
+
 BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "",
@@ -243,6 +273,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         namespaced=False,
         singular="namespace",
         short_names=("ns",),
+        field_labels=("status.phase",),
         has_generation=False,
         extra_subresources=("finalize",),
         defaulter=_default_namespace,
@@ -256,6 +287,16 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         singular="pod",
         short_names=("po",),
         categories=("all",),
+        field_labels=(
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ),
         has_generation=False,
         extra_subresources=("binding", "eviction"),
         defaulter=_default_pod,
@@ -268,6 +309,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         namespaced=False,
         singular="node",
         short_names=("no",),
+        field_labels=("spec.unschedulable",),
         status_on_create=True,
         has_generation=False,
     ),
@@ -281,6 +323,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         short_names=("ev",),
         has_status=False,
         has_generation=False,
+        field_labels=_EVENT_FIELD_LABELS,
         defaulter=_default_event,
     ),
     ResourceType(
@@ -323,6 +366,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         "Secret",
         namespaced=True,
         singular="secret",
+        field_labels=("type",),
         has_status=False,
         has_generation=False,
     ),
@@ -358,6 +402,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         short_names=("ev",),
         has_status=False,
         has_generation=False,
+        field_labels=_EVENT_FIELD_LABELS,
         storage_key="v1/events",
         to_storage=event_to_core,
         from_storage=event_from_core,
@@ -393,6 +438,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         singular="replicaset",
         short_names=("rs",),
         categories=("all",),
+        field_labels=("status.replicas",),
         has_scale=True,
         defaulter=_default_replicaset,
     ),
@@ -474,6 +520,10 @@ def resource_types_from_crd(crd: JsonObject) -> list[ResourceType]:
                 strategic_patch=False,
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 schema=(version.get("schema") or {}).get("openAPIV3Schema"),
+                field_labels=tuple(
+                    str(f.get("jsonPath", "")).lstrip(".")
+                    for f in version.get("selectableFields") or []
+                ),
             )
         )
     return types

@@ -149,6 +149,11 @@ class FieldSelector:
     def is_empty(self) -> bool:
         return not self.requirements
 
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The field paths the selector names (`spec.nodeName`, ...)."""
+        return tuple(".".join(r.path) for r in self.requirements)
+
     def exact(self, field: str) -> str | None:
         """The value this selector pins `field` to with `=`, if it does (used for indexes)."""
         path = tuple(field.split("."))

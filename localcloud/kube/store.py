@@ -443,6 +443,7 @@ class Store:
         rt = self.resource(resource)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
+        rt.check_field_labels(fields.labels)
         return ObjectList(self._select(rt, namespace, labels, fields, copy=copy), self._rv)
 
     def _select(
@@ -481,6 +482,7 @@ class Store:
         rt = self.resource(resource)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
+        rt.check_field_labels(fields.labels)
         bucket = self._bucket(rt)
         namespace = namespace if rt.namespaced and namespace else None
         try:

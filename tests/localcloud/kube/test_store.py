@@ -7,6 +7,7 @@ import pytest
 
 from localcloud.kube.errors import (
     AlreadyExists,
+    BadRequest,
     Conflict,
     Gone,
     Invalid,
@@ -499,3 +500,13 @@ async def test_events_are_one_resource_served_by_two_apis() -> None:
     await store.patch("events.k8s.io/v1/events", "e1", {"note": "again"}, namespace="default")
     ((kind, event),) = await watcher.poll(1)
     assert (kind, event["note"], event["apiVersion"]) == ("MODIFIED", "again", "events.k8s.io/v1")
+
+
+async def test_unsupported_field_selector_labels_are_bad_requests() -> None:
+    """Only the field labels the real apiserver supports per resource are accepted."""
+    store = Store()
+    assert (await store.list("nodes", field_selector="spec.unschedulable=true")).items == []
+    with pytest.raises(BadRequest, match=r"field label not supported: spec\.providerID"):
+        await store.list("nodes", field_selector="spec.providerID=aws:///x")
+    with pytest.raises(BadRequest):
+        store.watch("pods", field_selector="spec.containers=x")
