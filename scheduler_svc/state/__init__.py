@@ -9,6 +9,7 @@ from scheduler_svc.state.cluster import (
     is_pending_pod,
     pod_node_name,
 )
+from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
 
 __all__ = [
     "MIRRORED_RESOURCES",
@@ -16,6 +17,8 @@ __all__ = [
     "ChangeListener",
     "ClusterMirror",
     "ClusterSnapshot",
+    "CoreSnapshot",
+    "CoreSnapshotter",
     "is_pending_pod",
     "pod_node_name",
 ]

@@ -136,6 +136,12 @@ def _with(obj: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
             "unknown operator",
         ),
         (["spec", "nodeSelector"], ["not", "a", "map"], "spec.nodeSelector", "expected an object"),
+        (
+            ["spec", "overhead", "memory"],
+            {"nested": 1},
+            "spec.overhead.memory",
+            "is not a quantity",
+        ),
     ],
 )
 def test_bad_input_names_the_object_and_the_field(

@@ -1,0 +1,208 @@
+"""The mirror's content as the solver's core models, converted once per object version.
+
+`CoreSnapshotter.snapshot()` turns the mirror into what `scheduler_svc.core` solves: pending
+pods, nodes with the pods bound to them, NodeClaims still in flight (as `Node(is_in_flight)`),
+NodePools and DaemonSet pods. Objects are converted at most once per version: the mirror
+replaces an object on every change, so a cache keyed by object identity is exact. A snapshot
+of an unchanged 10,000-pod cluster therefore costs tuple building, not conversion.
+
+Objects that cannot be converted are left out and listed in `invalid` (each error names kind,
+object and field) so the caller can report them (events, NodePool status) and carry on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from scheduler_svc.core.model import Node, NodePool, Pod
+from scheduler_svc.errors import InvalidObjectError
+from scheduler_svc.kube.convert import (
+    daemonset_pod_from_k8s,
+    node_from_k8s,
+    node_from_nodeclaim,
+    nodepool_from_k8s,
+    pod_from_k8s,
+    volume_zones_of,
+)
+from scheduler_svc.kube.resources import (
+    DAEMON_SETS,
+    NODE_CLAIMS,
+    NODE_POOLS,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    KubeObject,
+)
+from scheduler_svc.state.cluster import ClusterMirror, is_pending_pod
+
+_Model = TypeVar("_Model")
+_TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class CoreSnapshot:
+    """The solver's input from one instant of the mirror (instance types come from the
+    actuator, not from here).
+
+    `nodes` holds registered nodes, then NodeClaims whose node has not registered yet
+    (`is_in_flight=True`, named after the claim). Each node carries its running pods.
+    `pending_pods` are those the pod filter accepted (default: unbound and not finished).
+    """
+
+    generation: int
+    pending_pods: tuple[Pod, ...]
+    nodes: tuple[Node, ...]
+    nodepools: tuple[NodePool, ...]
+    daemonsets: tuple[Pod, ...]
+    invalid: tuple[InvalidObjectError, ...]
+
+
+def _is_deleting(obj: KubeObject) -> bool:
+    metadata = obj.get("metadata")
+    return isinstance(metadata, dict) and bool(metadata.get("deletionTimestamp"))
+
+
+def _occupies_node(pod: KubeObject) -> bool:
+    status = pod.get("status")
+    phase = status.get("phase") if isinstance(status, dict) else None
+    return phase not in _TERMINAL_POD_PHASES
+
+
+def _uses_volumes(pod: KubeObject) -> bool:
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, dict) else None
+    return isinstance(volumes, list) and any(
+        isinstance(v, dict) and "persistentVolumeClaim" in v for v in volumes
+    )
+
+
+class CoreSnapshotter:
+    """Builds CoreSnapshots of `mirror` (which must hold pods and nodes), caching each
+    object's conversion. One snapshot at a time (not re-entrant); cheap to call per batch."""
+
+    def __init__(self, mirror: ClusterMirror) -> None:
+        self._mirror = mirror
+        self._cache: dict[int, tuple[KubeObject, Any]] = {}
+        self._next_cache: dict[int, tuple[KubeObject, Any]] = {}
+        self.conversions = 0  # how many objects were converted (not served from the cache)
+
+    def _convert(
+        self, obj: KubeObject, convert: Callable[[KubeObject], _Model]
+    ) -> _Model | InvalidObjectError:
+        entry = self._cache.get(id(obj))
+        if entry is not None and entry[0] is obj:
+            result: _Model | InvalidObjectError = entry[1]
+        else:
+            self.conversions += 1
+            try:
+                result = convert(obj)
+            except InvalidObjectError as error:
+                result = error
+        # Keep the object referenced with its result: its id() stays unique while cached.
+        self._next_cache[id(obj)] = (obj, result)
+        return result
+
+    def snapshot(
+        self, *, pod_filter: Callable[[KubeObject], bool] = is_pending_pod
+    ) -> CoreSnapshot:
+        """Convert the mirror's current content; objects that fail conversion go to `invalid`."""
+        mirror = self._mirror
+        self._next_cache = {}
+        invalid: list[InvalidObjectError] = []
+        claims = (
+            mirror.objects(PERSISTENT_VOLUME_CLAIMS)
+            if PERSISTENT_VOLUME_CLAIMS in mirror.resources
+            else {}
+        )
+        volumes = (
+            mirror.objects(PERSISTENT_VOLUMES) if PERSISTENT_VOLUMES in mirror.resources else {}
+        )
+
+        def pod_model(obj: KubeObject) -> Pod | None:
+            if _uses_volumes(obj):
+                # Its volume zones depend on PVCs/PVs too: not cacheable by the pod alone.
+                try:
+                    return pod_from_k8s(obj, volume_zones=volume_zones_of(obj, claims, volumes))
+                except InvalidObjectError as error:
+                    invalid.append(error)
+                    return None
+            result = self._convert(obj, pod_from_k8s)
+            if isinstance(result, InvalidObjectError):
+                invalid.append(result)
+                return None
+            return result
+
+        def models(resource: Any, convert: Callable[[KubeObject], _Model]) -> list[_Model]:
+            out: list[_Model] = []
+            for obj in mirror.objects(resource).values():
+                result = self._convert(obj, convert)
+                if isinstance(result, InvalidObjectError):
+                    invalid.append(result)
+                else:
+                    out.append(result)
+            return out
+
+        pending = tuple(
+            model
+            for obj in mirror.pending_pods()
+            if pod_filter(obj) and (model := pod_model(obj)) is not None
+        )
+
+        nodes: list[Node] = []
+        registered_provider_ids: set[str] = set()
+        for node_obj in mirror.objects(NODES).values():
+            provider_id = (node_obj.get("spec") or {}).get("providerID")
+            if isinstance(provider_id, str) and provider_id:
+                registered_provider_ids.add(provider_id)
+            name = (node_obj.get("metadata") or {}).get("name", "")
+            pods = tuple(
+                model
+                for pod in mirror.pods_on_node(name)
+                if _occupies_node(pod) and (model := pod_model(pod)) is not None
+            )
+            bare = self._convert(node_obj, node_from_k8s)
+            if isinstance(bare, InvalidObjectError):
+                invalid.append(bare)
+                continue
+            nodes.append(_with_pods(bare, pods))
+
+        if NODE_CLAIMS in mirror.resources:
+            for claim in mirror.objects(NODE_CLAIMS).values():
+                provider_id = (claim.get("status") or {}).get("providerID")
+                if _is_deleting(claim) or provider_id in registered_provider_ids:
+                    continue  # gone soon, or already counted as its Node
+                result = self._convert(claim, node_from_nodeclaim)
+                if isinstance(result, InvalidObjectError):
+                    invalid.append(result)
+                else:
+                    nodes.append(result)
+
+        nodepools = models(NODE_POOLS, nodepool_from_k8s) if NODE_POOLS in mirror.resources else []
+        daemonsets = (
+            models(DAEMON_SETS, daemonset_pod_from_k8s) if DAEMON_SETS in mirror.resources else []
+        )
+        self._cache = self._next_cache
+        return CoreSnapshot(
+            generation=mirror.generation,
+            pending_pods=pending,
+            nodes=tuple(nodes),
+            nodepools=tuple(nodepools),
+            daemonsets=tuple(daemonsets),
+            invalid=tuple(invalid),
+        )
+
+
+def _with_pods(node: Node, pods: tuple[Pod, ...]) -> Node:
+    if not pods:
+        return node
+    return Node(
+        name=node.name,
+        labels=node.labels,
+        taints=node.taints,
+        allocatable=node.allocatable,
+        capacity=node.capacity,
+        pods=pods,
+        is_in_flight=node.is_in_flight,
+    )
