@@ -61,10 +61,12 @@ NODEPOOL_API_VERSIONS = {"daiku.dev/v1", "karpenter.sh/v1"}
 WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Job"}
 DEFAULT_NODE_PODS = 110
 KNOWN_KINDS = (
-    "NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node"
+    "NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node, "
+    "PersistentVolumeClaim, PersistentVolume"
 )
 KNOWN_KINDS = (
-    "NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node"
+    "NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node, "
+    "PersistentVolumeClaim, PersistentVolume"
 )
 
 
@@ -104,6 +106,10 @@ class Manifests:
     nodes: list[tuple[str, dict[str, Any], _Where]] = field(default_factory=list)
     nodepools: list[NodePool] = field(default_factory=list)
     daemonsets: list[Pod] = field(default_factory=list)
+    # Volumes: pod key -> PVC names; PVC "ns/name" -> bound PV name; PV name -> zones.
+    pod_claims: dict[str, list[str]] = field(default_factory=dict)
+    claim_volumes: dict[str, str] = field(default_factory=dict)
+    volume_zones: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _mapping(value: Any, where: _Where, path: str) -> dict[str, Any]:
@@ -385,11 +391,18 @@ def _nodepool(obj: dict[str, Any], where: _Where) -> NodePool:
         where,
         "spec.limits",
     )
+    requirements = _requirements(
+        tspec.get("requirements"), where, "spec.template.spec.requirements"
+    )
+    for i, requirement in enumerate(requirements):
+        if requirement.key in RESTRICTED_NODEPOOL_KEYS:
+            raise where.error(
+                f"spec.template.spec.requirements[{i}].key",
+                f"{requirement.key} is restricted: daiku sets it on each node itself",
+            )
     return NodePool(
         name=str(obj["metadata"]["name"]),
-        requirements=_requirements(
-            tspec.get("requirements"), where, "spec.template.spec.requirements"
-        ),
+        requirements=requirements,
         labels=_str_map(metadata.get("labels"), where, "spec.template.metadata.labels"),
         taints=_taints(tspec.get("taints"), where, "spec.template.spec.taints"),
         startup_taints=_taints(
@@ -452,48 +465,122 @@ def read_manifests(paths: list[str]) -> Manifests:  # noqa: PLR0912 - one branch
         elif kind == "Pod":
             spec = _mapping(obj.get("spec"), where, "spec")
             pod = pod_from_spec(str(name), namespace, labels, spec, where=where, path="spec")
+            out.pod_claims[pod.key] = _claim_names(spec, where, "spec")
             node_name = spec.get("nodeName")
             if node_name:
                 out.bound.setdefault(str(node_name), []).append(pod)
             else:
                 out.pods.append(pod)
         elif kind in WORKLOAD_KINDS or kind == "DaemonSet":
-            spec = _mapping(obj.get("spec"), where, "spec")
-            template = _mapping(spec.get("template"), where, "spec.template")
-            tmeta = _mapping(template.get("metadata"), where, "spec.template.metadata")
-            tlabels = _str_map(tmeta.get("labels"), where, "spec.template.metadata.labels")
-            if kind == "DaemonSet":
-                out.daemonsets.append(
-                    pod_from_spec(
-                        str(name),
-                        namespace,
-                        tlabels,
-                        template.get("spec"),
-                        where=where,
-                        path="spec.template.spec",
-                    )
-                )
-                continue
-            count_field = "parallelism" if kind == "Job" else "replicas"
-            replicas = _int(spec.get(count_field), where, f"spec.{count_field}", 1)
-            if replicas < 0:
-                raise where.error(f"spec.{count_field}", "must not be negative")
-            template_pod = pod_from_spec(
-                f"{name}-0",
-                namespace,
-                tlabels,
-                template.get("spec"),
-                where=where,
-                path="spec.template.spec",
+            _read_workload(
+                out, obj, kind=str(kind), name=str(name), namespace=namespace, where=where
             )
-            out.pods.extend(_replicas(template_pod, str(name), replicas))
         elif kind == "Node":
             out.nodes.append((str(name), obj, where))
+        elif kind == "PersistentVolumeClaim":
+            spec = _mapping(obj.get("spec"), where, "spec")
+            if spec.get("volumeName"):
+                out.claim_volumes[f"{namespace}/{name}"] = str(spec["volumeName"])
+        elif kind == "PersistentVolume":
+            out.volume_zones[str(name)] = _volume_zones(obj, where)
         else:
             raise where.error(
                 "kind",
                 f"unknown kind {kind!r} (expected one of {KNOWN_KINDS})",
             )
+    return out
+
+
+def _read_workload(
+    out: Manifests, obj: dict[str, Any], *, kind: str, name: str, namespace: str, where: _Where
+) -> None:
+    """A DaemonSet (a template for every new node) or a workload expanded to its replicas."""
+    spec = _mapping(obj.get("spec"), where, "spec")
+    template = _mapping(spec.get("template"), where, "spec.template")
+    tmeta = _mapping(template.get("metadata"), where, "spec.template.metadata")
+    tlabels = _str_map(tmeta.get("labels"), where, "spec.template.metadata.labels")
+    tspec = template.get("spec")
+    if kind == "DaemonSet":
+        out.daemonsets.append(
+            pod_from_spec(name, namespace, tlabels, tspec, where=where, path="spec.template.spec")
+        )
+        return
+    count_field = "parallelism" if kind == "Job" else "replicas"
+    replicas = _int(spec.get(count_field), where, f"spec.{count_field}", 1)
+    if replicas < 0:
+        raise where.error(f"spec.{count_field}", "must not be negative")
+    template_pod = pod_from_spec(
+        f"{name}-0", namespace, tlabels, tspec, where=where, path="spec.template.spec"
+    )
+    replica_pods = _replicas(template_pod, name, replicas)
+    claims = _claim_names(tspec, where, "spec.template.spec")
+    templates = [
+        str(_mapping(t, where, "spec.volumeClaimTemplates").get("metadata", {}).get("name"))
+        for t in _list(spec.get("volumeClaimTemplates"), where, "spec.volumeClaimTemplates")
+    ]
+    for ordinal, replica in enumerate(replica_pods):
+        # StatefulSet replicas own PVCs named <template>-<statefulset>-<ordinal>.
+        stateful = [f"{t}-{name}-{ordinal}" for t in templates] if kind == "StatefulSet" else []
+        out.pod_claims[replica.key] = claims + stateful
+    out.pods.extend(replica_pods)
+
+
+ZONE_KEYS = (
+    "topology.kubernetes.io/zone",
+    "topology.ebs.csi.aws.com/zone",
+    "failure-domain.beta.kubernetes.io/zone",
+)
+RESTRICTED_NODEPOOL_KEYS = ("kubernetes.io/hostname", "daiku.dev/nodepool", "karpenter.sh/nodepool")
+
+
+def _claim_names(spec: Any, where: _Where, path: str) -> list[str]:
+    names = []
+    volumes = _list(_mapping(spec, where, path).get("volumes"), where, f"{path}.volumes")
+    for i, volume in enumerate(volumes):
+        claim = _mapping(volume, where, f"{path}.volumes[{i}]").get("persistentVolumeClaim")
+        if claim:
+            names.append(str(_mapping(claim, where, f"{path}.volumes[{i}]").get("claimName")))
+    return names
+
+
+def _volume_zones(obj: dict[str, Any], where: _Where) -> tuple[str, ...]:
+    """Zones a PersistentVolume's node affinity allows (empty: any)."""
+    spec = _mapping(obj.get("spec"), where, "spec")
+    path = "spec.nodeAffinity.required"
+    required = _mapping(
+        _mapping(spec.get("nodeAffinity"), where, "spec.nodeAffinity").get("required"), where, path
+    )
+    zones: list[str] = []
+    for i, term in enumerate(_list(required.get("nodeSelectorTerms"), where, path)):
+        expressions = _mapping(term, where, f"{path}.nodeSelectorTerms[{i}]").get(
+            "matchExpressions"
+        )
+        for requirement in _requirements(expressions, where, f"{path}.nodeSelectorTerms[{i}]"):
+            if requirement.key in ZONE_KEYS and requirement.operator is Operator.IN:
+                zones.extend(requirement.values)
+    return tuple(sorted(set(zones)))
+
+
+def _with_volume_zones(manifests: Manifests) -> list[Pod]:
+    """Pending pods with the zones their bound volumes allow."""
+    from dataclasses import replace
+
+    out = []
+    for pod in manifests.pods:
+        allowed: set[str] | None = None
+        for claim in manifests.pod_claims.get(pod.key, []):
+            volume = manifests.claim_volumes.get(f"{pod.namespace}/{claim}")
+            zones = manifests.volume_zones.get(volume or "", ())
+            if zones:
+                allowed = set(zones) if allowed is None else allowed & set(zones)
+        if allowed is None:
+            out.append(pod)
+            continue
+        if not allowed:
+            raise PlanInputError(
+                f"Pod {pod.key}: field spec.volumes: its volumes are bound in disjoint zones"
+            )
+        out.append(replace(pod, volume_zones=tuple(sorted(allowed))))
     return out
 
 
@@ -695,7 +782,7 @@ def build_input(files: list[str], catalog: str | None) -> SchedulingInput:
     manifests = read_manifests(files)
     nodes = _nodes(manifests)
     return SchedulingInput(
-        pods=tuple(manifests.pods),
+        pods=tuple(_with_volume_zones(manifests)),
         nodepools=tuple(manifests.nodepools),
         instance_types=tuple(load_catalog(catalog)),
         nodes=tuple(nodes),

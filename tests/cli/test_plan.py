@@ -348,3 +348,45 @@ def test_malformed_yaml_exits_2(tmp_path: Path, catalog: Path) -> None:
     assert out.exit_code == 2
     assert "broken.yaml: malformed YAML/JSON" in out.stderr
     assert out.stdout == ""
+
+
+def test_volume_zone_from_bound_pv(tmp_path: Path, catalog: Path) -> None:
+    """A StatefulSet replica whose PVC is bound to a zonal PV gets a claim in that zone only."""
+    sts = deployment("db", 1, {"cpu": "100m"})
+    sts["kind"] = "StatefulSet"
+    sts["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "data"}}]
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data-db-0", "namespace": "default"},
+        "spec": {"volumeName": "pv-1"},
+    }
+    zone_term = {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["us-east-1b"]}
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "pv-1"},
+        "spec": {
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [zone_term]}]}}
+        },
+    }
+    manifests = write(tmp_path, "m.yaml", SEED_003_POOL, sts, pvc, pv)
+    plan = plan_json("-f", str(manifests), "--catalog", str(catalog))
+    assert plan["nodeClaims"][0]["zone"] == "us-east-1b"
+    assert plan["nodeClaims"][0]["offeringCount"] == 4  # the four types, in us-east-1b only
+
+
+def test_restricted_nodepool_label_is_rejected(tmp_path: Path, catalog: Path) -> None:
+    """A NodePool requirement on kubernetes.io/hostname is refused with exit code 2."""
+    pool = nodepool(
+        template_spec={
+            "requirements": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["a"]}]
+        }
+    )
+    out = CliRunner().invoke(
+        app, ["plan", "-f", str(write(tmp_path, "m.yaml", pool)), "--catalog", str(catalog)]
+    )
+    assert out.exit_code == 2
+    assert (
+        "spec.template.spec.requirements[0].key: kubernetes.io/hostname is restricted" in out.stderr
+    )
