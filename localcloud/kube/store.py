@@ -825,7 +825,7 @@ class Store:
         self._validate(rt, new)
         if new == old:
             return old
-        if rt.has_generation and _spec_of(new) != _spec_of(old):
+        if rt.has_generation and _spec_of(rt, new) != _spec_of(rt, old):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         if rt.key == "apiextensions.k8s.io/v1/customresourcedefinitions":
             self._establish_crd(new)
@@ -1346,8 +1346,10 @@ def _raise_violations(rt: ResourceType, name: str, violations: list[Violation]) 
     )
 
 
-def _spec_of(obj: JsonObject) -> JsonObject:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+def _spec_of(rt: ResourceType, obj: JsonObject) -> JsonObject:
+    """What generation tracks: all but metadata, and but status when it is a subresource."""
+    skipped = ("metadata", "status") if rt.has_status else ("metadata",)
+    return {k: v for k, v in obj.items() if k not in skipped}
 
 
 def _is_ready(pod: JsonObject) -> bool:

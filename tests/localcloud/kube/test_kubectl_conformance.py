@@ -409,3 +409,32 @@ async def test_invalid_custom_objects_are_refused(
     assert "consolidationPolicy" in refused.stderr
     with pytest.raises(NotFound):
         await kube.store.get("nodepools.daiku.dev", "bad")
+
+
+async def test_module_entry_point_serves_kubectl(tmp_path: Path) -> None:
+    """`python -m localcloud.kube` prints ready, writes a kubeconfig, and kubectl can use it."""
+    import sys
+
+    kubeconfig = tmp_path / "kubeconfig"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "localcloud.kube",
+        "--kubeconfig",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(30):
+            line = b""
+            while b"ready" not in line:
+                line = await process.stdout.readline()
+                assert line, "the server exited before it was ready"
+        (tmp_path / "home").mkdir()
+        namespaces = await Kubectl(kubeconfig, tmp_path / "home")("get", "namespaces", "-o", "name")
+        assert "namespace/kube-system" in namespaces.stdout.split()
+    finally:
+        process.terminate()
+        await process.wait()

@@ -510,3 +510,21 @@ async def test_unsupported_field_selector_labels_are_bad_requests() -> None:
         await store.list("nodes", field_selector="spec.providerID=aws:///x")
     with pytest.raises(BadRequest):
         store.watch("pods", field_selector="spec.containers=x")
+
+
+async def test_generation_of_custom_resources_without_status_subresource() -> None:
+    """Without a status subresource, status is part of what generation tracks."""
+    store = Store()
+    crd = {**CRD, "metadata": {"name": "plain.example.com"}}
+    crd["spec"] = {
+        **CRD["spec"],
+        "names": {"plural": "plain", "singular": "plain", "kind": "Plain"},
+        "versions": [{"name": "v1", "served": True, "storage": True}],
+    }
+    await store.create("customresourcedefinitions", crd)
+    created = await store.create(
+        "plain.example.com", {"metadata": {"name": "p"}, "status": {"x": 1}}
+    )
+    assert created["status"] == {"x": 1}
+    created["status"] = {"x": 2}
+    assert (await store.update("plain", created))["metadata"]["generation"] == 2
