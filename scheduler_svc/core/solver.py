@@ -589,6 +589,10 @@ class _Solver:
             term, bits, reason = self._fit_pool(cls, pool)
             if term is None or reason is not None:
                 continue
+            if not spread.affinity_honor:
+                # nodeAffinityPolicy Ignore: every domain the pool reaches counts, not only those
+                # the pod's node affinity allows.
+                term, bits = pool.requirements, pool.bits
             if spread.key in (LABEL_ZONE, LABEL_CAPACITY_TYPE):
                 zones = term.get(LABEL_ZONE)
                 capacity_types = term.get(LABEL_CAPACITY_TYPE)

@@ -594,3 +594,93 @@ def test_running_pod_with_same_anti_term_blocks_pending_copies() -> None:
     result = run([web], CATALOG, nodes=(node,))
     assert result.existing_placements == ()
     assert claim_of(result, "default/web") == 0
+
+
+def test_anti_affinity_to_other_pending_pods_regardless_of_order() -> None:
+    """A pod repelling app=b never shares a node with pending app=b pods, whichever comes first."""
+    repel = (PodAffinityTerm(HOST, LabelSelector.of({"app": "b"})),)
+    for big_first in (True, False):
+        a = pod("a", 2 if big_first else 0.2, 1, labels={"app": "a"}, pod_anti_affinity=repel)
+        b = pod("b", 0.2 if big_first else 2, 1, labels={"app": "b"})
+        result = run([a, b], CATALOG)
+        assert claim_of(result, "default/a") != claim_of(result, "default/b")
+
+
+def test_schedule_anyway_spread_is_honoured_when_possible() -> None:
+    """A ScheduleAnyway zone spread still spreads pods when it can."""
+    s = _spread(ZONE, when_unsatisfiable=WhenUnsatisfiable.SCHEDULE_ANYWAY)
+    pods = [pod(f"p{i}", 0.5, 0.5, labels={"app": "web"}, topology_spread=(s,)) for i in range(3)]
+    result = run(pods, CATALOG)
+    assert {zone_of(result, p.key) for p in pods} == set(ZONES)
+
+
+def test_preferred_anti_affinity_honoured_then_relaxed() -> None:
+    """Preferred zone anti-affinity spreads three pods over three zones; a fourth still lands."""
+    from scheduler_svc.core import WeightedPodAffinityTerm
+
+    term = WeightedPodAffinityTerm(10, PodAffinityTerm(ZONE, LabelSelector.of({"app": "db"})))
+    pods = [
+        pod(f"p{i}", 0.5, 0.5, labels={"app": "db"}, preferred_pod_anti_affinity=(term,))
+        for i in range(4)
+    ]
+    result = run(pods, CATALOG)
+    assert result.unschedulable == ()
+    assert {zone_of(result, p.key) for p in pods[:3]} == set(ZONES)
+
+
+@pytest.mark.parametrize(("honor", "placed"), [(True, 4), (False, 2)])
+def test_node_affinity_policy_decides_counted_zones(honor: bool, placed: int) -> None:
+    """With nodeAffinityPolicy Honor only the pod's two allowed zones count; with Ignore the
+    empty third zone holds the minimum at 0, so only one pod per allowed zone fits."""
+    spread = TopologySpreadConstraint(
+        ZONE, 1, label_selector=LabelSelector.of({"app": "web"}), node_affinity_policy_honor=honor
+    )
+    pods = [
+        pod(
+            f"p{i}",
+            0.5,
+            0.5,
+            labels={"app": "web"},
+            topology_spread=(spread,),
+            required_node_affinity=((Requirement(ZONE, Operator.IN, ("zone-a", "zone-b")),),),
+        )
+        for i in range(4)
+    ]
+    result = run(pods, CATALOG)
+    assert sum(len(c.pods) for c in result.new_claims) == placed
+
+
+def test_in_flight_claim_counts_for_topology() -> None:
+    """Pods on an in-flight claim in zone-a count for zone spread of new pods."""
+    running = (pod("old", 0.1, 0.1, labels={"app": "web"}),)
+    claim = Node(
+        "claim-1",
+        {ZONE: "zone-a"},
+        allocatable=Resources(200, GIB, 110),
+        pods=running,
+        is_in_flight=True,
+    )
+    pods = [
+        pod(f"p{i}", 0.5, 0.5, labels={"app": "web"}, topology_spread=(_spread(ZONE),))
+        for i in range(2)
+    ]
+    result = run(pods, CATALOG, nodes=(claim,))
+    assert {zone_of(result, p.key) for p in pods} == {"zone-b", "zone-c"}
+
+
+def test_explain_counts_ruled_out_instance_types() -> None:
+    """explain_pod says which NodePool is ruled out by a taint and how many types fit."""
+    from scheduler_svc.core import SchedulingInput, explain_pod
+
+    tainted = NodePool("gpu", taints=(Taint("gpu", TaintEffect.NO_SCHEDULE),))
+    problem = SchedulingInput((pod("p", 3, 1),), (NodePool("default"), tainted), CATALOG)
+    explanation = explain_pod(problem, "default/p")
+    assert explanation.nodepools_ruled_out == 1
+    assert any(
+        "NodePool gpu: ruled out: does not tolerate taint gpu:NoSchedule" in line
+        for line in explanation.lines
+    )
+    assert any(
+        "2 of 3 instance types remain" in line and "1 by resources" in line
+        for line in explanation.lines
+    )
