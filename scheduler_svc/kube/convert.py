@@ -12,6 +12,9 @@ Kubernetes semantics kept here (the core sees only their result):
   never matches; kube-scheduler handles them);
 - a NodeClaim still in flight is a `Node(is_in_flight=True)` whose labels are its single-valued
   `In` requirements and whose allocatable is its status.allocatable, else its requests.
+
+`node_class_proto_from_k8s`, `kubelet_proto_from_k8s` and `root_volume_size_bytes` turn an
+EC2NodeClass into the actuator contract's launch parameters (same error reporting).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from daiku.actuator.v1 import actuator_pb2
 from scheduler_svc.core.model import (
     HostPort,
     InitContainer,
@@ -555,3 +559,138 @@ def volume_zones_of(
             reason="its persistent volumes are in disjoint zones",
         )
     return tuple(sorted(allowed))
+
+
+# -- EC2NodeClass -> the actuator's launch parameters -------------------------------------------
+
+
+def node_class_proto_from_k8s(obj: KubeObject) -> actuator_pb2.NodeClass:
+    """The launch-relevant part of an EC2NodeClass as the actuator contract's NodeClass."""
+    reader = _Reader(obj, "EC2NodeClass")
+    spec = reader.mapping(obj.get("spec"), "spec")
+
+    def terms(field: str) -> list[dict[str, Any]]:
+        return [
+            reader.mapping(term, f"spec.{field}[{i}]")
+            for i, term in enumerate(reader.items(spec.get(field), f"spec.{field}"))
+        ]
+
+    def text(value: Any, field: str) -> str:
+        return reader.text(value, field, default="")
+
+    subnets = [
+        actuator_pb2.SubnetSelectorTerm(
+            tags=reader.strings(t.get("tags"), f"spec.subnetSelectorTerms[{i}].tags"),
+            id=text(t.get("id"), f"spec.subnetSelectorTerms[{i}].id"),
+        )
+        for i, t in enumerate(terms("subnetSelectorTerms"))
+    ]
+    security_groups = [
+        actuator_pb2.SecurityGroupSelectorTerm(
+            tags=reader.strings(t.get("tags"), f"spec.securityGroupSelectorTerms[{i}].tags"),
+            id=text(t.get("id"), f"spec.securityGroupSelectorTerms[{i}].id"),
+            name=text(t.get("name"), f"spec.securityGroupSelectorTerms[{i}].name"),
+        )
+        for i, t in enumerate(terms("securityGroupSelectorTerms"))
+    ]
+    amis = [
+        actuator_pb2.AmiSelectorTerm(
+            id=text(t.get("id"), f"spec.amiSelectorTerms[{i}].id"),
+            name=text(t.get("name"), f"spec.amiSelectorTerms[{i}].name"),
+            alias=text(t.get("alias"), f"spec.amiSelectorTerms[{i}].alias"),
+            tags=reader.strings(t.get("tags"), f"spec.amiSelectorTerms[{i}].tags"),
+            owner=text(t.get("owner"), f"spec.amiSelectorTerms[{i}].owner"),
+        )
+        for i, t in enumerate(terms("amiSelectorTerms"))
+    ]
+    metadata_options = reader.mapping(spec.get("metadataOptions"), "spec.metadataOptions")
+    return actuator_pb2.NodeClass(
+        name=reader.name,
+        subnet_selector_terms=subnets,
+        security_group_selector_terms=security_groups,
+        ami_selector_terms=amis,
+        tags=reader.strings(spec.get("tags"), "spec.tags"),
+        user_data=text(spec.get("userData"), "spec.userData"),
+        role=text(spec.get("role"), "spec.role"),
+        instance_profile=text(spec.get("instanceProfile"), "spec.instanceProfile"),
+        block_device_mappings=[
+            _block_device_mapping(reader, m, f"spec.blockDeviceMappings[{i}]")
+            for i, m in enumerate(
+                reader.items(spec.get("blockDeviceMappings"), "spec.blockDeviceMappings")
+            )
+        ],
+        metadata_options=actuator_pb2.MetadataOptions(
+            http_endpoint=text(
+                metadata_options.get("httpEndpoint"), "spec.metadataOptions.httpEndpoint"
+            ),
+            http_protocol_ipv6=text(
+                metadata_options.get("httpProtocolIPv6"), "spec.metadataOptions.httpProtocolIPv6"
+            ),
+            http_put_response_hop_limit=reader.integer(
+                metadata_options.get("httpPutResponseHopLimit"),
+                "spec.metadataOptions.httpPutResponseHopLimit",
+                default=0,
+            ),
+            http_tokens=text(metadata_options.get("httpTokens"), "spec.metadataOptions.httpTokens"),
+        ),
+        ami_family=text(spec.get("amiFamily"), "spec.amiFamily"),
+        associate_public_ip_address=bool(spec.get("associatePublicIPAddress", False)),
+    )
+
+
+def _block_device_mapping(reader: _Reader, value: Any, at: str) -> actuator_pb2.BlockDeviceMapping:
+    mapping = reader.mapping(value, at)
+    ebs = reader.mapping(mapping.get("ebs"), f"{at}.ebs")
+    size = reader.resources(
+        {"storage": ebs["volumeSize"]} if "volumeSize" in ebs else {}, f"{at}.ebs.volumeSize"
+    )
+    return actuator_pb2.BlockDeviceMapping(
+        device_name=reader.text(mapping.get("deviceName"), f"{at}.deviceName", default=""),
+        root_volume=bool(mapping.get("rootVolume", False)),
+        volume_size_bytes=size.get("storage", 0),
+        volume_type=reader.text(ebs.get("volumeType"), f"{at}.ebs.volumeType", default=""),
+        iops=reader.integer(ebs.get("iops"), f"{at}.ebs.iops", default=0),
+        throughput_mibps=reader.integer(ebs.get("throughput"), f"{at}.ebs.throughput", default=0),
+        encrypted=bool(ebs.get("encrypted", False)),
+        kms_key_id=reader.text(ebs.get("kmsKeyID"), f"{at}.ebs.kmsKeyID", default=""),
+        delete_on_termination=bool(ebs.get("deleteOnTermination", True)),
+        snapshot_id=reader.text(ebs.get("snapshotID"), f"{at}.ebs.snapshotID", default=""),
+    )
+
+
+def root_volume_size_bytes(obj: KubeObject) -> int:
+    """The root volume's size from an EC2NodeClass's blockDeviceMappings; 0 when unset (the
+    actuator then assumes its default). Bounds the nodes' ephemeral-storage."""
+    node_class = node_class_proto_from_k8s(obj)
+    mappings = list(node_class.block_device_mappings)
+    root = next((m for m in mappings if m.root_volume), mappings[0] if mappings else None)
+    return root.volume_size_bytes if root is not None else 0
+
+
+def kubelet_proto_from_k8s(obj: KubeObject) -> actuator_pb2.KubeletConfiguration | None:
+    """An EC2NodeClass's spec.kubelet as the contract's KubeletConfiguration (None: unset)."""
+    reader = _Reader(obj, "EC2NodeClass")
+    spec = reader.mapping(obj.get("spec"), "spec")
+    if spec.get("kubelet") is None:
+        return None
+    kubelet = reader.mapping(spec.get("kubelet"), "spec.kubelet")
+    configuration = actuator_pb2.KubeletConfiguration(
+        system_reserved=reader.strings(
+            kubelet.get("systemReserved"), "spec.kubelet.systemReserved"
+        ),
+        kube_reserved=reader.strings(kubelet.get("kubeReserved"), "spec.kubelet.kubeReserved"),
+        eviction_hard=reader.strings(kubelet.get("evictionHard"), "spec.kubelet.evictionHard"),
+        cluster_dns=[
+            reader.text(d, f"spec.kubelet.clusterDNS[{i}]")
+            for i, d in enumerate(
+                reader.items(kubelet.get("clusterDNS"), "spec.kubelet.clusterDNS")
+            )
+        ],
+    )
+    if kubelet.get("maxPods") is not None:
+        configuration.max_pods = reader.integer(kubelet["maxPods"], "spec.kubelet.maxPods")
+    if kubelet.get("podsPerCore") is not None:
+        configuration.pods_per_core = reader.integer(
+            kubelet["podsPerCore"], "spec.kubelet.podsPerCore"
+        )
+    return configuration

@@ -7,6 +7,7 @@ from scheduler_svc.state.cluster import (
     ClusterMirror,
     ClusterSnapshot,
     is_pending_pod,
+    is_provisionable_pod,
     pod_node_name,
 )
 from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
@@ -20,5 +21,6 @@ __all__ = [
     "CoreSnapshot",
     "CoreSnapshotter",
     "is_pending_pod",
+    "is_provisionable_pod",
     "pod_node_name",
 ]

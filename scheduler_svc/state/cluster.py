@@ -93,6 +93,30 @@ def is_pending_pod(pod: KubeObject) -> bool:
     return pod_node_name(pod) is None and phase not in _TERMINAL_POD_PHASES
 
 
+def is_provisionable_pod(pod: KubeObject) -> bool:
+    """kube-scheduler gave up on it (PodScheduled=False, reason Unschedulable), and it is not
+    bound, not terminating and not a DaemonSet's pod (those follow nodes, never cause them)."""
+    if pod_node_name(pod) is not None or not is_pending_pod(pod):
+        return False
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, dict) or metadata.get("deletionTimestamp"):
+        return False
+    owners = metadata.get("ownerReferences")
+    if isinstance(owners, list) and any(
+        isinstance(o, dict) and o.get("kind") == "DaemonSet" and o.get("controller") for o in owners
+    ):
+        return False
+    status = pod.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return isinstance(conditions, list) and any(
+        isinstance(c, dict)
+        and c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in conditions
+    )
+
+
 def _node_provider_id(node: KubeObject) -> str | None:
     spec = node.get("spec")
     provider_id = spec.get("providerID") if isinstance(spec, dict) else None

@@ -12,7 +12,7 @@ import yaml
 from scheduler_svc.kube.client import api_client_from_kubeconfig
 from scheduler_svc.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES, PODS, Resource
 from scheduler_svc.kube.watch import ObjectEvent, ResourceWatch, Synced, WatchSettings
-from scheduler_svc.state.cluster import Change, ClusterMirror
+from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
 from tests.scheduler_svc.kube.apiserver_double import ApiServerDouble
 from tests.scheduler_svc.kube.polling import until
 
@@ -208,3 +208,49 @@ async def test_the_mirror_stays_correct_across_a_cut_stream_and_a_410_relist(
             "default/created-in-gap",
             "default/stays",
         ]
+
+
+def unschedulable(p: dict[str, Any]) -> dict[str, Any]:
+    p["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    ]
+    return p
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "expected"),
+    [
+        ("unschedulable", lambda: unschedulable(pod("a", "1")), True),
+        ("not yet tried by kube-scheduler", lambda: pod("a", "1"), False),
+        ("bound", lambda: unschedulable(pod("a", "1", node="n1")), False),
+        (
+            "terminating",
+            lambda: unschedulable(
+                {
+                    **pod("a", "1"),
+                    "metadata": {"name": "a", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+                }
+            ),
+            False,
+        ),
+        (
+            "a DaemonSet's",
+            lambda: unschedulable(
+                {
+                    **pod("a", "1"),
+                    "metadata": {
+                        "name": "a",
+                        "ownerReferences": [{"kind": "DaemonSet", "name": "d", "controller": True}],
+                    },
+                }
+            ),
+            False,
+        ),
+    ],
+)
+def test_only_unschedulable_unbound_live_non_daemonset_pods_are_provisionable(
+    name: str, make: Any, expected: bool
+) -> None:
+    """A pod is provisionable only when kube-scheduler marked it Unschedulable and it is not
+    bound, not terminating and not owned by a DaemonSet."""
+    assert is_provisionable_pod(make()) is expected
