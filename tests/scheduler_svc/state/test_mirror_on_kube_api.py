@@ -210,3 +210,25 @@ async def test_bookmarks_carry_the_resource_version_past_other_resources_writes(
     await until(lambda: int(nodeclaims_watch.resource_version or 0) >= node_version)
     assert cluster.mirror.objects(NODE_CLAIMS) == {}
     assert cluster.mirror.generation == changes_before + 1  # only the node changed
+
+
+async def test_watches_work_over_tls_with_the_kubeconfigs_ca_and_token(tmp_path: Path) -> None:
+    """With a kubeconfig carrying the API server's CA and a bearer token, the watch lists and
+    follows pods over HTTPS."""
+    async with KubeApiServer(tls=True) as kube:
+        path = kube.write_kubeconfig(tmp_path / "kubeconfig")
+        mirror = ClusterMirror([PODS])
+        async with await api_client_from_kubeconfig(path) as api:
+            task = asyncio.create_task(ResourceWatch(api, PODS, mirror.handle).run())
+            try:
+                await asyncio.wait_for(mirror.wait_synced(), timeout=10)
+                body = {
+                    "metadata": {"name": "secure", "namespace": "default"},
+                    "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+                }
+                await kube.store.create("pods", body, "default")
+                await until(lambda: mirror.get(PODS, "default/secure") is not None)
+            finally:
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
