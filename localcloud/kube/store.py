@@ -664,7 +664,9 @@ class Store:
             )
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
-        for server_field in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
+        if meta.get("resourceVersion"):
+            raise BadRequest("resourceVersion should not be set on objects to be created")
+        for server_field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(server_field, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = format_timestamp(self._clock())
@@ -823,6 +825,8 @@ class Store:
             meta = new["metadata"]
             _raise_violations(rt, name, validate(new, rt.schema, old))
         self._validate(rt, new)
+        if subresource is None:
+            _check_immutable(rt, new, old)
         if new == old:
             return old
         if rt.has_generation and _spec_of(rt, new) != _spec_of(rt, old):
@@ -1322,6 +1326,54 @@ def apply_patch(rt: ResourceType, old: JsonObject, body: Any, patch_type: str) -
             )
         return strategic_merge_patch(old, body)
     raise UnsupportedMediaType(f"unsupported patch type {patch_type!r}")
+
+
+# What a pod update may change in spec (k8s.io/kubernetes ValidatePodUpdate).
+_POD_MUTABLE_CONTAINER_FIELDS: Final = ("image",)
+_POD_MUTABLE_SPEC_FIELDS: Final = (
+    "activeDeadlineSeconds",
+    "terminationGracePeriodSeconds",
+    "tolerations",
+    "schedulingGates",
+)
+
+
+def _pod_spec_shape(spec: JsonObject) -> JsonObject:
+    shape = {k: v for k, v in spec.items() if k not in _POD_MUTABLE_SPEC_FIELDS}
+    for field in ("containers", "initContainers"):
+        if field in shape:
+            shape[field] = [
+                {k: v for k, v in c.items() if k not in _POD_MUTABLE_CONTAINER_FIELDS}
+                for c in shape[field]
+            ]
+    return shape
+
+
+def _check_immutable(rt: ResourceType, new: JsonObject, old: JsonObject) -> None:
+    """The apiserver's update validation for the fields daiku's objects hold fixed."""
+    name = new["metadata"]["name"]
+    if rt.key == "v1/pods":
+        old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+        if _pod_spec_shape(new_spec) != _pod_spec_shape(old_spec):
+            raise Invalid(
+                f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields '
+                "other than `spec.containers[*].image`, `spec.initContainers[*].image`, "
+                "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
+                "tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 "
+                "if it was previously negative)",
+                kind="Pod",
+                name=name,
+            )
+    elif rt.group == "apps" and rt.plural in ("deployments", "replicasets", "daemonsets"):
+        old_selector = (old.get("spec") or {}).get("selector")
+        if (new.get("spec") or {}).get("selector") != old_selector:
+            raise Invalid(
+                f'{rt.kind}.apps "{name}" is invalid: spec.selector: Invalid value: '
+                "field is immutable",
+                kind=rt.kind,
+                name=name,
+                group="apps",
+            )
 
 
 def name_hint(obj: JsonObject) -> str:

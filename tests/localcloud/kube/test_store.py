@@ -132,17 +132,39 @@ async def test_status_subresource_isolation() -> None:
     store = Store()
     created = await store.create("pods", pod("a"), "default")
     created["status"] = {"phase": "Running"}
-    created["spec"]["nodeName"] = "n1"
+    created["spec"]["containers"][0]["image"] = "nginx:2"
     main = await store.update("pods", created, "default")
     assert main["status"]["phase"] == "Pending"
-    assert main["spec"]["nodeName"] == "n1"
+    assert main["spec"]["containers"][0]["image"] == "nginx:2"
     main["status"] = {"phase": "Running"}
-    main["spec"]["nodeName"] = "n2"
+    main["spec"]["containers"][0]["image"] = "nginx:3"
     main["metadata"]["labels"] = {"changed": "yes"}
     status = await store.update("pods", main, "default", subresource="status")
     assert status["status"] == {"phase": "Running"}
-    assert status["spec"]["nodeName"] == "n1"
+    assert status["spec"]["containers"][0]["image"] == "nginx:2"
     assert status["metadata"]["labels"] == {}
+
+
+async def test_immutable_fields_are_refused() -> None:
+    """Pod specs change only in image/tolerations/deadlines; workload selectors never; a
+    create carrying a resourceVersion is refused."""
+    store = Store()
+    created = await store.create("pods", pod("a"), "default")
+    created["spec"]["nodeName"] = "n1"
+    with pytest.raises(Invalid, match="pod updates may not change fields"):
+        await store.update("pods", created, "default")
+    await store.create("deployments", deployment("web"), "default")
+    with pytest.raises(Invalid, match="field is immutable"):
+        await store.patch(
+            "deployments",
+            "web",
+            {"spec": {"selector": {"matchLabels": {"app": "other"}}}},
+            namespace="default",
+        )
+    with pytest.raises(BadRequest, match="resourceVersion should not be set"):
+        await store.create(
+            "pods", {**pod("b"), "metadata": {"name": "b", "resourceVersion": "7"}}, "default"
+        )
 
 
 async def test_patch_types() -> None:
