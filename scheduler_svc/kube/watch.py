@@ -217,7 +217,13 @@ class ResourceWatch:
                     delay = self._backoff.next_delay_seconds()
                 self._log.warning("watch_throttled", retry_after_seconds=delay)
                 await self._sleep(delay)
-            except (_RequestFailedError, aiohttp.ClientError, OSError, TimeoutError) as error:
+            except (
+                _RequestFailedError,
+                aiohttp.ClientError,
+                OSError,
+                TimeoutError,
+                ValueError,  # an undecodable list body
+            ) as error:
                 delay = self._backoff.next_delay_seconds()
                 self._log.warning(
                     "watch_failed",
@@ -225,6 +231,13 @@ class ResourceWatch:
                     error_type=type(error).__name__,
                     retry_in_seconds=round(delay, 3),
                 )
+                await self._sleep(delay)
+            except Exception:
+                # A bug of ours or a library's must not end the mirror's feed for good: log it
+                # loudly and start over from a fresh list.
+                delay = self._backoff.next_delay_seconds()
+                self._log.exception("watch_crashed", retry_in_seconds=round(delay, 3))
+                self._resource_version = None
                 await self._sleep(delay)
 
     # -- list ---------------------------------------------------------------------------------
@@ -239,6 +252,8 @@ class ResourceWatch:
                 params.append(("continue", continue_token))
             params.extend(self._selector_params())
             page = await self._get_json(params, client_timeout=self._list_timeout())
+            if not isinstance(page, dict):
+                raise _RequestFailedError(f"list of {self._resource} returned a non-object body")
             metadata = page.get("metadata") or {}
             page_items = page.get("items") or []
             if not isinstance(page_items, list):

@@ -24,7 +24,7 @@ _END = object()  # end the stream cleanly
 class _Failure:
     status: int
     headers: dict[str, str]
-    body: dict[str, Any]
+    body: dict[str, Any] | bytes
 
 
 @dataclass
@@ -152,6 +152,10 @@ class ApiServerDouble:
         body = {"kind": "Status", "status": "Failure", "code": status, "reason": reason}
         self.failures.append(_Failure(status, headers or {}, body))
 
+    def answer_next_with(self, raw_body: bytes, status: int = 200) -> None:
+        """The next request gets `raw_body` verbatim (e.g. a proxy's HTML error page)."""
+        self.failures.append(_Failure(status, {"Content-Type": "text/html"}, raw_body))
+
     def watch_requests(self) -> list[dict[str, str]]:
         return [r for r in self.requests if r.get("watch") == "true"]
 
@@ -167,6 +171,10 @@ class ApiServerDouble:
             return web.json_response({"kind": "Status", "code": 401}, status=401)
         if self.failures:
             failure = self.failures.pop(0)
+            if isinstance(failure.body, bytes):
+                return web.Response(
+                    body=failure.body, status=failure.status, headers=failure.headers
+                )
             return web.json_response(failure.body, status=failure.status, headers=failure.headers)
         if query.get("watch") == "true":
             return await self._watch(request, int(query["resourceVersion"]))

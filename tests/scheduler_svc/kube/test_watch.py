@@ -335,3 +335,19 @@ async def test_an_object_larger_than_a_stream_buffer_line_is_delivered(
     assert isinstance(event, ObjectEvent)
     assert len(event.object["spec"]["blob"]) == 400_000
     assert len(json.dumps(event.object)) > 400_000
+
+
+async def test_an_undecodable_list_answer_is_retried_after_backoff(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """A list answered with something that is not JSON (a proxy's HTML page) is retried after
+    a backoff, and the watch then syncs."""
+    server.answer_next_with(b"<html>502 Bad Gateway</html>")
+    server.create("a")
+    sleep = FakeSleep()
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder, sleep)):
+        await until(lambda: len(recorder.synced()) == 1)
+
+    assert sleep.delays == [1.0]
+    assert [o["metadata"]["name"] for o in recorder.synced()[0].objects] == ["a"]
