@@ -233,6 +233,10 @@ NODECLASS_BREAKAGES = {
     "soft eviction without grace": lambda s: s["kubelet"].update(
         evictionSoft={"memory.available": "500Mi"}
     ),
+    "grace without soft eviction": lambda s: s["kubelet"].update(
+        evictionSoftGracePeriod={"memory.available": "1m"}
+    ),
+    "negative reservation": lambda s: s["kubelet"]["systemReserved"].update(cpu="-100m"),
 }
 
 
