@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import structlog
 
-from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key
+from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key, resource_types
 from localcloud.kube.controllers.pod_fit import (
     first_untolerated_taint,
     matches_node_selection,
@@ -117,6 +117,7 @@ class DaemonSetController(Reconciler):
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = _now) -> None:
         super().__init__()
         self.store = store
+        self._rt = resource_types(store)
         self.clock = clock
         self.pods_index = OwnedIndex()
         self._ds_by_uid: dict[str, ObjectKey] = {}
@@ -208,7 +209,7 @@ class DaemonSetController(Reconciler):
         }
         pod["metadata"].pop("name", None)
         try:
-            created = await self.store.create("pods", pod, meta["namespace"])
+            created = await self.store.create(self._rt["pods"], pod, meta["namespace"])
         except ApiError as error:
             log.warning("daemon_pod_create_failed", daemonset=meta["name"], error=str(error))
             return
@@ -218,7 +219,10 @@ class DaemonSetController(Reconciler):
         meta = pod["metadata"]
         try:
             gone = await self.store.delete(
-                "pods", meta["name"], meta["namespace"], preconditions={"uid": meta["uid"]}
+                self._rt["pods"],
+                meta["name"],
+                meta["namespace"],
+                preconditions={"uid": meta["uid"]},
             )
         except NotFound:
             return
@@ -257,7 +261,10 @@ class DaemonSetController(Reconciler):
         meta = ds["metadata"]
         try:
             await self.store.update(
-                "daemonsets", {**ds, "status": status}, meta["namespace"], subresource="status"
+                self._rt["daemonsets"],
+                {**ds, "status": status},
+                meta["namespace"],
+                subresource="status",
             )
         except ApiError as error:
             log.debug("status_update_skipped", daemonset=meta["name"], error=str(error))

@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from localcloud.kube.errors import Gone
+from localcloud.kube.resources import ResourceType
 from localcloud.kube.store import ADDED, DELETED, MODIFIED, Store
 
 JsonObject = dict[str, Any]
@@ -28,6 +29,21 @@ ObjectKey = tuple[str, str]
 Handler = Callable[[str, JsonObject, JsonObject | None], None]
 
 log = structlog.get_logger("localcloud.kube.controllers")
+
+
+def resource_types(store: Store) -> dict[str, ResourceType]:
+    """The built-in types controllers write, resolved once (resolving a name scans types)."""
+    names = (
+        "pods",
+        "nodes",
+        "events",
+        "leases",
+        "namespaces",
+        "replicasets",
+        "deployments",
+        "daemonsets",
+    )
+    return {name: store.resource(name) for name in names}
 
 
 def object_key(obj: JsonObject) -> ObjectKey:

@@ -55,7 +55,7 @@ from actuator_svc.core.user_data import (
     read_node_registration,
 )
 from localcloud.ec2.instance_types import describe_instance_types
-from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key
+from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key, resource_types
 from localcloud.kube.controllers.pod_fit import NOT_READY_TAINT
 from localcloud.kube.errors import AlreadyExists, ApiError, NotFound
 from localcloud.kube.store import DELETED, Store, copy_json, format_timestamp
@@ -113,6 +113,7 @@ class Kubelets:
         clock: Callable[[], datetime] = _now,
     ) -> None:
         self.store = store
+        self._rt = resource_types(store)
         self.ec2_endpoint_url = ec2_endpoint_url
         self.region = region
         self.cluster_name = cluster_name
@@ -218,7 +219,7 @@ class Kubelets:
     async def _reregister(self, kubelet: _Kubelet) -> None:
         node = copy_json(kubelet.node)
         try:
-            await self.store.create("nodes", node)
+            await self.store.create(self._rt["nodes"], node)
         except AlreadyExists:
             log.info("node_adopted", node=kubelet.node_name, instance_id=kubelet.instance_id)
         except ApiError as error:
@@ -246,7 +247,7 @@ class Kubelets:
     async def _become_ready(self, kubelet: _Kubelet) -> None:
         if not kubelet.registered or self._kubelets.get(kubelet.instance_id) is not kubelet:
             return
-        current = self.store.get_nowait("nodes", kubelet.node_name)
+        current = self.store.get_nowait(self._rt["nodes"], kubelet.node_name)
         if current is None:
             return
         new = copy_json(current)
@@ -256,9 +257,9 @@ class Kubelets:
         if not new["spec"]["taints"]:
             del new["spec"]["taints"]
         try:
-            updated = await self.store.update("nodes", new)
+            updated = await self.store.update(self._rt["nodes"], new)
             updated["status"]["conditions"] = _node_conditions(ready=True, now=self._stamp())
-            await self.store.update("nodes", updated, subresource="status")
+            await self.store.update(self._rt["nodes"], updated, subresource="status")
         except ApiError as error:
             log.warning("node_ready_failed", node=kubelet.node_name, error=str(error))
             return
@@ -274,18 +275,18 @@ class Kubelets:
         del self._kubelets[kubelet.instance_id]
         if self._by_node.get(kubelet.node_name) is kubelet:
             del self._by_node[kubelet.node_name]
-        current = self.store.get_nowait("nodes", kubelet.node_name)
+        current = self.store.get_nowait(self._rt["nodes"], kubelet.node_name)
         if current is not None:
             new = copy_json(current)
             new.setdefault("status", {})["conditions"] = _node_conditions(
                 ready=None, now=self._stamp()
             )
             with contextlib.suppress(ApiError):
-                await self.store.update("nodes", new, subresource="status")
+                await self.store.update(self._rt["nodes"], new, subresource="status")
             with contextlib.suppress(NotFound):
-                await self.store.delete("nodes", kubelet.node_name)
+                await self.store.delete(self._rt["nodes"], kubelet.node_name)
         with contextlib.suppress(NotFound):
-            await self.store.delete("leases", kubelet.node_name, NODE_LEASE_NAMESPACE)
+            await self.store.delete(self._rt["leases"], kubelet.node_name, NODE_LEASE_NAMESPACE)
         log.info("node_retired", node=kubelet.node_name, instance_id=kubelet.instance_id, why=why)
 
     async def _user_data(self, ec2: Any, instance_id: str) -> str:
@@ -373,16 +374,18 @@ class Kubelets:
             "leaseDurationSeconds": LEASE_DURATION_SECONDS,
             "renewTime": now,
         }
-        current = self.store.get_nowait("leases", kubelet.node_name, NODE_LEASE_NAMESPACE)
+        current = self.store.get_nowait(self._rt["leases"], kubelet.node_name, NODE_LEASE_NAMESPACE)
         try:
             if current is None:
                 await self.store.create(
-                    "leases",
+                    self._rt["leases"],
                     {"metadata": {"name": kubelet.node_name}, "spec": spec},
                     NODE_LEASE_NAMESPACE,
                 )
             else:
-                await self.store.update("leases", {**current, "spec": spec}, NODE_LEASE_NAMESPACE)
+                await self.store.update(
+                    self._rt["leases"], {**current, "spec": spec}, NODE_LEASE_NAMESPACE
+                )
         except ApiError as error:
             log.info("lease_write_failed", node=kubelet.node_name, error=str(error))
 
@@ -468,7 +471,7 @@ class Kubelets:
             if current is None or current["metadata"]["uid"] != pod["metadata"]["uid"]:
                 return
             await self.store.delete(
-                "pods",
+                self._rt["pods"],
                 key[1],
                 key[0],
                 grace_period_seconds=0,
@@ -546,7 +549,7 @@ class Kubelets:
             }
         )
         try:
-            await self.store.update("pods", new, key[0], subresource="status")
+            await self.store.update(self._rt["pods"], new, key[0], subresource="status")
         except ApiError as error:
             log.info("pod_start_failed", pod=f"{key[0]}/{key[1]}", error=str(error))
             return

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key
+from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key, resource_types
 from localcloud.kube.controllers.reconciler import Reconciler
 from localcloud.kube.controllers.scheduler import is_ready
 from localcloud.kube.errors import ApiError, NotFound
@@ -36,6 +36,7 @@ class NodeLifecycleController(Reconciler):
     def __init__(self, store: Store, *, pod_eviction_timeout_seconds: float = 300.0) -> None:
         super().__init__()
         self.store = store
+        self._rt = resource_types(store)
         self.pod_eviction_timeout_seconds = pod_eviction_timeout_seconds
         self._pods_by_node: dict[str, set[ObjectKey]] = {}
         self._pod_node: dict[ObjectKey, str] = {}
@@ -105,7 +106,7 @@ class NodeLifecycleController(Reconciler):
         with contextlib.suppress(NotFound):
             try:
                 await self.store.delete(
-                    "pods", name, namespace, grace_period_seconds=grace_period_seconds
+                    self._rt["pods"], name, namespace, grace_period_seconds=grace_period_seconds
                 )
             except NotFound:
                 raise

@@ -7,8 +7,9 @@ filters of kube-scheduler's default profile, in its order: NodeUnschedulable, Ta
 (NoSchedule/NoExecute), NodeAffinity (nodeSelector + required node affinity), NodeResourcesFit,
 PodTopologySpread (DoNotSchedule) and InterPodAffinity (required affinity and anti-affinity,
 both ways). Among the feasible nodes found (at most `nodes_to_score`, starting where the previous
-pod's search stopped, as kube-scheduler's percentageOfNodesToScore does) it picks the least
-allocated one, binds the pod (pods/binding) and counts it at once ("assumes" it).
+pod's search stopped, as kube-scheduler's percentageOfNodesToScore does, with a smaller
+sample) it picks the least allocated one, binds the pod (pods/binding) and counts it at once
+("assumes" it).
 
 A pod that fits nowhere gets `PodScheduled=False`, reason `Unschedulable` and kube-scheduler's
 message ("0/3 nodes are available: 3 Insufficient cpu."), plus a FailedScheduling event, and is
@@ -33,7 +34,7 @@ from typing import Any, Final
 
 import structlog
 
-from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key
+from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key, resource_types
 from localcloud.kube.controllers.pod_fit import (
     CPU,
     MEMORY,
@@ -66,6 +67,7 @@ JsonObject = dict[str, Any]
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 _TERMINAL: Final = ("Succeeded", "Failed")
 _YIELD_EVERY: Final = 64
+_NOTHING: Final[Resources] = {}
 
 log = structlog.get_logger("localcloud.kube.controllers.scheduler")
 
@@ -150,11 +152,12 @@ class DefaultScheduler:
         store: Store,
         *,
         retry_debounce_seconds: float = 0.1,
-        nodes_to_score: int = 100,
+        nodes_to_score: int = 50,
         events: bool = True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.store = store
+        self._rt = resource_types(store)
         self.clock = clock
         self.retry_debounce_seconds = retry_debounce_seconds
         self.nodes_to_score = max(1, nodes_to_score)
@@ -364,26 +367,35 @@ class DefaultScheduler:
             return None, failed
         candidates = self._static_candidates(class_key, pod)
         pod_rules = self._needs_pod_rules(pod)
-        found: list[str] = []
+        requested = [(name, amount) for name, amount in requests.items() if amount > 0]
+        best: str | None = None
+        best_score = -1.0
+        found = 0
         count = len(candidates)
         start = self._start_index % count if count else 0
         scanned = 0
+        nodes, used_by_node = self._nodes, self._used
         for offset in range(count):
             scanned = offset + 1
             name = candidates[(start + offset) % count]
-            node = self._nodes.get(name)
+            node = nodes.get(name)
             if node is None:
                 continue
-            if insufficient_resources(requests, node.allocatable, self._used.get(name, {})):
+            used = used_by_node.get(name) or _NOTHING
+            allocatable = node.allocatable
+            if any(used.get(r, 0) + a > allocatable.get(r, 0) for r, a in requested):
                 continue
             if pod_rules and self._pod_rule_reason(pod, class_key, node) is not None:
                 continue
-            found.append(name)
-            if len(found) >= self.nodes_to_score:
+            score = _least_allocated(allocatable, used, requests)
+            if score > best_score:
+                best, best_score = name, score
+            found += 1
+            if found >= self.nodes_to_score:
                 break
         self._start_index = start + scanned
-        if found:
-            return max(found, key=lambda n: self._score(n, requests)), ""
+        if best is not None:
+            return best, ""
         message = self._diagnose(pod, class_key, requests)
         self._pass.failed[class_key] = message
         return None, message
@@ -412,17 +424,6 @@ class DefaultScheduler:
         if not matches_node_selection(pod, node.labels, node.name):
             return REASON_NODE_AFFINITY
         return None
-
-    def _score(self, name: str, requests: Resources) -> float:
-        """LeastAllocated: the share of cpu and memory left after placing the pod."""
-        node = self._nodes[name]
-        used = self._used.get(name, {})
-        shares = []
-        for resource in (CPU, MEMORY):
-            total = node.allocatable.get(resource, 0)
-            if total > 0:
-                shares.append((total - used.get(resource, 0) - requests.get(resource, 0)) / total)
-        return sum(shares) / len(shares) if shares else 0.0
 
     def _diagnose(self, pod: JsonObject, class_key: str, requests: Resources) -> str:
         histogram: dict[str, int] = {}
@@ -571,7 +572,7 @@ class DefaultScheduler:
         )
 
     def _namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
-        found = self.store.get_nowait("namespaces", namespace)
+        found = self.store.get_nowait(self._rt["namespaces"], namespace)
         return None if found is None else found["metadata"].get("labels")
 
     def _term_domains(self, raw: JsonObject, term: _Term, namespace: str) -> set[str]:
@@ -677,7 +678,7 @@ class DefaultScheduler:
         new = copy_json(pod)
         new["status"] = {**new.get("status", {}), "conditions": [*conditions, condition]}
         try:
-            await self.store.update("pods", new, key[0], subresource="status")
+            await self.store.update(self._rt["pods"], new, key[0], subresource="status")
         except ApiError as error:
             log.info("pod_status_update_failed", pod=f"{key[0]}/{key[1]}", error=str(error))
             return
@@ -713,12 +714,24 @@ class DefaultScheduler:
             "count": 1,
         }
         try:
-            await self.store.create("events", event, meta["namespace"])
+            await self.store.create(self._rt["events"], event, meta["namespace"])
         except ApiError as error:
             log.info("event_create_failed", pod=meta["name"], error=str(error))
 
 
 # ---------------------------------------------------------------------------- pod spec views
+
+
+def _least_allocated(allocatable: Resources, used: Resources, requests: Resources) -> float:
+    """kube's LeastAllocated score: the share of cpu and memory left after placing the pod."""
+    total = 0.0
+    shares = 0
+    for resource in (CPU, MEMORY):
+        capacity = allocatable.get(resource, 0)
+        if capacity > 0:
+            total += (capacity - used.get(resource, 0) - requests.get(resource, 0)) / capacity
+            shares += 1
+    return total / shares if shares else 0.0
 
 
 def _required_terms(affinity: JsonObject | None) -> list[JsonObject]:

@@ -27,9 +27,10 @@ from typing import Any, Final
 
 import structlog
 
-from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key
+from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key, resource_types
 from localcloud.kube.controllers.reconciler import Reconciler, controller_of, owner_reference
 from localcloud.kube.errors import ApiError, NotFound
+from localcloud.kube.resources import ResourceType
 from localcloud.kube.selectors import label_selector_from_object
 from localcloud.kube.store import DELETED, Store, copy_json, format_timestamp
 
@@ -77,10 +78,16 @@ def is_pod_ready(pod: JsonObject) -> bool:
 
 
 class OwnedIndex:
-    """Objects by their controller's uid, fed by an informer and by the owner's own writes."""
+    """Objects by their controller's uid, fed by an informer and by the owner's own writes.
+
+    For pods it also keeps, per owner, which are active and which are ready, so that a
+    reconcile of a ReplicaSet with thousands of pods costs O(1) rather than a scan.
+    """
 
     def __init__(self) -> None:
         self.by_owner: dict[str, dict[ObjectKey, JsonObject]] = {}
+        self.active: dict[str, set[ObjectKey]] = {}
+        self.ready: dict[str, set[ObjectKey]] = {}
         self._owner_of: dict[ObjectKey, str] = {}
 
     def observe(self, kind: str, obj: JsonObject) -> str | None:
@@ -89,6 +96,8 @@ class OwnedIndex:
         old_owner = self._owner_of.pop(key, None)
         if old_owner is not None:
             self.by_owner.get(old_owner, {}).pop(key, None)
+            self.active.get(old_owner, set()).discard(key)
+            self.ready.get(old_owner, set()).discard(key)
         if kind == DELETED:
             return old_owner
         reference = controller_of(obj)
@@ -97,10 +106,24 @@ class OwnedIndex:
         owner = str(reference["uid"])
         self.by_owner.setdefault(owner, {})[key] = obj
         self._owner_of[key] = owner
+        if is_pod_active(obj):
+            self.active.setdefault(owner, set()).add(key)
+            if is_pod_ready(obj):
+                self.ready.setdefault(owner, set()).add(key)
         return owner
 
     def owned(self, owner_uid: str) -> list[JsonObject]:
         return list(self.by_owner.get(owner_uid, {}).values())
+
+    def active_pods(self, owner_uid: str) -> list[JsonObject]:
+        objects = self.by_owner.get(owner_uid, {})
+        return [objects[k] for k in self.active.get(owner_uid, ())]
+
+    def count_active(self, owner_uid: str) -> int:
+        return len(self.active.get(owner_uid, ()))
+
+    def count_ready(self, owner_uid: str) -> int:
+        return len(self.ready.get(owner_uid, ()))
 
 
 class ReplicaSetController(Reconciler):
@@ -111,6 +134,7 @@ class ReplicaSetController(Reconciler):
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = _now) -> None:
         super().__init__()
         self.store = store
+        self._rt = resource_types(store)
         self.clock = clock
         self.pods_index = OwnedIndex()
         self._rs_by_uid: dict[str, ObjectKey] = {}
@@ -145,14 +169,15 @@ class ReplicaSetController(Reconciler):
         uid = rs["metadata"]["uid"]
         spec = rs.get("spec") or {}
         wanted = int(spec.get("replicas", 1))
-        active = [p for p in self.pods_index.owned(uid) if is_pod_active(p)]
-        if len(active) < wanted:
-            await self._create_pods(rs, min(wanted - len(active), _BURST))
-            if wanted - len(active) > _BURST:
+        active = self.pods_index.count_active(uid)
+        if active < wanted:
+            await self._create_pods(rs, min(wanted - active, _BURST))
+            if wanted - active > _BURST:
                 self.enqueue(key)
-        elif len(active) > wanted:
-            await self._delete_pods(sorted(active, key=_deletion_rank)[: len(active) - wanted])
-        await self._write_status(key, rs)
+        elif active > wanted:
+            pods = sorted(self.pods_index.active_pods(uid), key=_deletion_rank)
+            await self._delete_pods(pods[: active - wanted])
+        await self._write_status(rs)
 
     async def _create_pods(self, rs: JsonObject, count: int) -> None:
         template = (rs.get("spec") or {}).get("template") or {}
@@ -169,7 +194,7 @@ class ReplicaSetController(Reconciler):
             }
             pod["metadata"].pop("name", None)
             try:
-                created = await self.store.create("pods", pod, meta["namespace"])
+                created = await self.store.create(self._rt["pods"], pod, meta["namespace"])
             except ApiError as error:
                 log.warning("pod_create_failed", replicaset=meta["name"], error=str(error))
                 return
@@ -180,7 +205,10 @@ class ReplicaSetController(Reconciler):
             meta = pod["metadata"]
             try:
                 gone = await self.store.delete(
-                    "pods", meta["name"], meta["namespace"], preconditions={"uid": meta["uid"]}
+                    self._rt["pods"],
+                    meta["name"],
+                    meta["namespace"],
+                    preconditions={"uid": meta["uid"]},
                 )
             except NotFound:
                 continue
@@ -192,31 +220,23 @@ class ReplicaSetController(Reconciler):
             else:
                 self.pods_index.observe(DELETED, gone)
 
-    async def _write_status(self, key: ObjectKey, rs: JsonObject) -> None:
-        owned = self.pods_index.owned(rs["metadata"]["uid"])
-        active = [p for p in owned if is_pod_active(p)]
-        template_labels = ((rs.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
-            "labels"
-        ) or {}
-        ready = [p for p in active if is_pod_ready(p)]
+    async def _write_status(self, rs: JsonObject) -> None:
+        uid = rs["metadata"]["uid"]
+        active = self.pods_index.count_active(uid)
+        ready = self.pods_index.count_ready(uid)
         status = {
-            "replicas": len(active),
-            "fullyLabeledReplicas": sum(
-                1
-                for p in active
-                if all(
-                    (p["metadata"].get("labels") or {}).get(k) == v
-                    for k, v in template_labels.items()
-                )
-            ),
-            "readyReplicas": len(ready),
-            "availableReplicas": len(ready),
+            "replicas": active,
+            # pods are made from the template, so all carry its labels (relabelled pods would
+            # not; they are not counted apart here)
+            "fullyLabeledReplicas": active,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
             "observedGeneration": rs["metadata"].get("generation", 1),
         }
         current = rs.get("status") or {}
         if all(current.get(k) == v for k, v in status.items()):
             return
-        await _update_status(self.store, "replicasets", rs, {**current, **status})
+        await _update_status(self.store, self._rt["replicasets"], rs, {**current, **status})
 
 
 class DeploymentController(Reconciler):
@@ -227,6 +247,7 @@ class DeploymentController(Reconciler):
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = _now) -> None:
         super().__init__()
         self.store = store
+        self._rt = resource_types(store)
         self.clock = clock
         self.rs_index = OwnedIndex()
         self._deployment_by_uid: dict[str, ObjectKey] = {}
@@ -324,7 +345,7 @@ class DeploymentController(Reconciler):
             },
         }
         try:
-            created = await self.store.create("replicasets", rs, meta["namespace"])
+            created = await self.store.create(self._rt["replicasets"], rs, meta["namespace"])
         except ApiError as error:
             log.warning("replicaset_create_failed", deployment=meta["name"], error=str(error))
             return None
@@ -339,7 +360,7 @@ class DeploymentController(Reconciler):
         annotations["deployment.kubernetes.io/desired-replicas"] = str(replicas)
         annotations["deployment.kubernetes.io/max-replicas"] = str(replicas)
         try:
-            updated = await self.store.update("replicasets", new)
+            updated = await self.store.update(self._rt["replicasets"], new)
         except ApiError as error:
             log.info("replicaset_scale_failed", replicaset=rs["metadata"]["name"], error=str(error))
             return rs
@@ -362,7 +383,7 @@ class DeploymentController(Reconciler):
         for rs in idle[: max(0, len(idle) - limit)]:
             try:
                 gone = await self.store.delete(
-                    "replicasets", rs["metadata"]["name"], rs["metadata"]["namespace"]
+                    self._rt["replicasets"], rs["metadata"]["name"], rs["metadata"]["namespace"]
                 )
             except ApiError:
                 continue
@@ -433,7 +454,7 @@ class DeploymentController(Reconciler):
                 del status[field]  # kube omits zero counts (omitempty)
         if status == previous:
             return
-        await _update_status(self.store, "deployments", deployment, status)
+        await _update_status(self.store, self._rt["deployments"], deployment, status)
 
 
 def _deletion_rank(pod: JsonObject) -> tuple[int, int, int, str, str]:
@@ -454,7 +475,9 @@ def _negated(text: str) -> str:
     return "".join(chr(0x10FFFF - ord(c)) for c in text)
 
 
-async def _update_status(store: Store, resource: str, obj: JsonObject, status: JsonObject) -> None:
+async def _update_status(
+    store: Store, resource: ResourceType, obj: JsonObject, status: JsonObject
+) -> None:
     meta = obj["metadata"]
     body = {**obj, "metadata": dict(meta), "status": status}
     try:
