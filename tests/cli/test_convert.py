@@ -75,3 +75,22 @@ def test_unconvertible_field_fails_naming_object_and_field(tmp_path: Path) -> No
     result = CliRunner().invoke(app, ["convert", "-f", str(bad)])
     assert result.exit_code == 1
     assert "Provisioner/web: spec.ttlSecondsAfterEmpty:" in result.stderr
+
+
+def test_json_input_is_read_like_yaml(tmp_path: Path) -> None:
+    """A JSON manifest converts exactly like the same manifest in YAML."""
+    as_json = tmp_path / "nodepool.json"
+    (nodepool_yaml,) = [
+        d
+        for d in yaml.safe_load_all((FIXTURES / "karpenter_v1.yaml").read_text())
+        if d["kind"] == "NodePool"
+    ]
+    as_json.write_text(json.dumps(nodepool_yaml))
+    runner = CliRunner()
+    from_json = runner.invoke(app, ["convert", "-f", str(as_json)])
+    from_yaml = runner.invoke(
+        app, ["convert", "-f", "-"], input=yaml.safe_dump(nodepool_yaml, sort_keys=False)
+    )
+    assert from_json.exit_code == 0, from_json.stderr
+    assert from_json.stdout == from_yaml.stdout
+    assert yaml.safe_load(from_json.stdout)["apiVersion"] == "daiku.dev/v1"

@@ -258,3 +258,26 @@ def test_actuator_can_only_terminate_or_tag_its_clusters_resources() -> None:
                 "aws:RequestTag/daiku.dev/cluster"
             )
             assert tag == "my-cluster", statement["Sid"]
+
+
+def test_scheduler_rbac_covers_exactly_the_resources_the_scheduler_addresses() -> None:
+    """Every resource scheduler_svc.kube.resources names is granted in the RBAC list, and the
+    RBAC list grants nothing on a resource the scheduler does not name (subresources aside)."""
+    from scheduler_svc.kube import resources
+
+    named = {
+        (value.group, value.plural)
+        for value in vars(resources).values()
+        if isinstance(value, resources.Resource)
+    }
+    documents = list(yaml.safe_load_all((DEPLOY / "base/scheduler/rbac.yaml").read_text()))
+    granted = {
+        (group, resource)
+        for d in documents
+        if d["kind"] in ("ClusterRole", "Role")
+        for rule in d["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if "/" not in resource
+    }
+    assert named == granted
