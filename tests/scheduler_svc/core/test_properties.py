@@ -15,8 +15,11 @@ from scheduler_svc.core import (
     NodePool,
     NodePoolLimits,
     Offering,
+    Operator,
     Pod,
     PodAffinityTerm,
+    PreferredNodeAffinityTerm,
+    Requirement,
     Resources,
     SchedulingInput,
     SchedulingResult,
@@ -59,7 +62,11 @@ def pods(draw: st.DrawFn) -> tuple[Pod, ...]:
     count = draw(st.integers(1, 30))
     out = []
     for i in range(count):
-        kind = draw(st.sampled_from(["plain", "anti", "spread", "port", "arch", "tolerant"]))
+        kind = draw(
+            st.sampled_from(
+                ["plain", "anti", "spread", "port", "arch", "tolerant", "affinity", "prefers"]
+            )
+        )
         request = Resources(draw(st.integers(1, 40)) * 100, draw(st.integers(1, 40)) * GIB // 4)
         kwargs: dict[str, object] = {}
         labels = {"kind": kind}
@@ -80,6 +87,15 @@ def pods(draw: st.DrawFn) -> tuple[Pod, ...]:
             kwargs["node_selector"] = {ARCH: draw(st.sampled_from(["amd64", "arm64"]))}
         elif kind == "tolerant":
             kwargs["tolerations"] = (Toleration("team", "Exists"),)
+        elif kind == "affinity":
+            kwargs["pod_affinity"] = (
+                PodAffinityTerm(ZONE, LabelSelector.of({"kind": "affinity"})),
+            )
+        elif kind == "prefers":
+            zone = draw(st.sampled_from([*ZONES, "nowhere"]))
+            kwargs["preferred_node_affinity"] = (
+                PreferredNodeAffinityTerm(5, (Requirement(ZONE, Operator.IN, (zone,)),)),
+            )
         out.append(Pod(f"p{i}", labels=labels, containers=(request,), **kwargs))  # type: ignore[arg-type]
     return tuple(out)
 
@@ -99,7 +115,7 @@ def nodepools(draw: st.DrawFn) -> tuple[NodePool, ...]:
     return tuple(out)
 
 
-def _check(problem: SchedulingInput, result: SchedulingResult) -> None:
+def _check(problem: SchedulingInput, result: SchedulingResult) -> None:  # noqa: PLR0912 - one branch per rule checked
     by_key = {p.key: p for p in problem.pods}
     types = {t.name: t for t in problem.instance_types}
     pools = {p.name: p for p in problem.nodepools}
@@ -110,8 +126,15 @@ def _check(problem: SchedulingInput, result: SchedulingResult) -> None:
     assert all(u.reason for u in result.unschedulable)
     used_cpu: dict[str, int] = defaultdict(int)
     spread_zones: Counter[str] = Counter()
+    affinity_zones: set[str] = set()
+    for placement in result.existing_placements:
+        if any(by_key[k].pod_affinity for k in placement.pods):
+            affinity_zones.add("z1")  # the only existing node is in z1
     for claim in result.new_claims:
         members = [by_key[k] for k in claim.pods]
+        if any(p.pod_affinity for p in members):
+            assert len({o.zone for o in claim.offerings}) == 1
+            affinity_zones.add(claim.offerings[0].zone)
         need = [
             sum(getattr(p.requests(), f) for p in members)
             for f in ("cpu_millis", "memory_bytes", "pods")
@@ -120,6 +143,9 @@ def _check(problem: SchedulingInput, result: SchedulingResult) -> None:
         pool = pools[claim.nodepool]
         for offering in claim.offerings:
             alloc = types[offering.instance_type].allocatable
+            # Requests include DaemonSet overhead: it must fit as well.
+            assert claim.requests.cpu_millis <= alloc.cpu_millis
+            assert claim.requests.memory_bytes <= alloc.memory_bytes
             # No node overcommitted, whichever fallback the actuator ends up launching.
             assert need[0] <= alloc.cpu_millis
             assert need[1] <= alloc.memory_bytes
@@ -144,6 +170,7 @@ def _check(problem: SchedulingInput, result: SchedulingResult) -> None:
             assert used_cpu[name] <= pool.limits.cpu_millis
         if pool.limits.nodes is not None:
             assert sum(1 for c in result.new_claims if c.nodepool == name) <= pool.limits.nodes
+    assert len(affinity_zones) <= 1, "pods with affinity to each other split across zones"
     skews = [p.topology_spread[0].max_skew for p in problem.pods if p.topology_spread]
     if skews and spread_zones:
         counts = [spread_zones.get(z, 0) for z in ZONES]
@@ -156,12 +183,13 @@ def _check(problem: SchedulingInput, result: SchedulingResult) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(instance_types(), pods(), nodepools(), st.booleans())
+@given(instance_types(), pods(), nodepools(), st.booleans(), st.integers(0, 500))
 def test_plans_keep_every_hard_rule(
     catalog: tuple[InstanceType, ...],
     pending: tuple[Pod, ...],
     pools: tuple[NodePool, ...],
     with_node: bool,
+    daemon_cpu_millis: int,
 ) -> None:
     """No node is overcommitted, every hard constraint and limit holds, every pod is placed or
     has a reason, and the same input gives the same plan."""
@@ -170,7 +198,8 @@ def test_plans_keep_every_hard_rule(
         if with_node
         else ()
     )
-    problem = SchedulingInput(pending, pools, catalog, nodes)
+    daemons = (Pod("agent", containers=(Resources(cpu_millis=daemon_cpu_millis),)),)
+    problem = SchedulingInput(pending, pools, catalog, nodes, daemons if daemon_cpu_millis else ())
     result = solve(problem)
     _check(problem, result)
     assert solve(problem) == result
