@@ -56,6 +56,8 @@ def _subresources(rt: ResourceType) -> list[JsonObject]:
             entries.append(entry("eviction", ["create"], "Eviction", "policy", "v1"))
         elif sub == "finalize":
             entries.append(entry("finalize", ["update"], rt.kind))
+        elif sub == "log":
+            entries.append(entry("log", ["get"], rt.kind))
     return entries
 
 

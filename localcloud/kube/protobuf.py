@@ -1,7 +1,7 @@
 """Decoding of the Kubernetes protobuf request bodies kubectl's typed clients send.
 
-`kubectl create namespace|deployment|poddisruptionbudget|configmap|secret|serviceaccount`
-POST `application/vnd.kubernetes.protobuf`: the 4-byte magic `k8s\\0`, then a
+`kubectl create namespace|deployment|poddisruptionbudget|configmap|secret|serviceaccount` and
+`kubectl auth can-i` POST `application/vnd.kubernetes.protobuf`: the 4-byte magic `k8s\\0`, then a
 `runtime.Unknown` whose `raw` field holds the object in the protobuf encoding of
 k8s.io/api's `generated.proto`. This module reads the protobuf wire format and maps the fields
 of those few messages (numbers from `generated.proto`) to the JSON form. A field it does not
@@ -92,6 +92,25 @@ SCHEMAS: Final[dict[str, dict[int, Field]]] = {
         5: ("immutable", "boolp", None),
     },
     "ServiceAccount": {1: ("metadata", "message", "ObjectMeta")},
+    "SelfSubjectAccessReview": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("spec", "message", "SelfSubjectAccessReviewSpec"),
+        3: ("status", "message", "Empty"),
+    },
+    "SelfSubjectAccessReviewSpec": {
+        1: ("resourceAttributes", "message", "ResourceAttributes"),
+        2: ("nonResourceAttributes", "message", "NonResourceAttributes"),
+    },
+    "ResourceAttributes": {
+        1: ("namespace", "string", None),
+        2: ("verb", "string", None),
+        3: ("group", "string", None),
+        4: ("version", "string", None),
+        5: ("resource", "string", None),
+        6: ("subresource", "string", None),
+        7: ("name", "string", None),
+    },
+    "NonResourceAttributes": {1: ("path", "string", None), 2: ("verb", "string", None)},
     "PodDisruptionBudget": {
         1: ("metadata", "message", "ObjectMeta"),
         2: ("spec", "message", "PodDisruptionBudgetSpec"),
@@ -183,6 +202,7 @@ KIND_SCHEMAS: Final = {
     "ConfigMap": "ConfigMap",
     "Secret": "Secret",
     "ServiceAccount": "ServiceAccount",
+    "SelfSubjectAccessReview": "SelfSubjectAccessReview",
 }
 
 

@@ -298,7 +298,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
             "status.nominatedNodeName",
         ),
         has_generation=False,
-        extra_subresources=("binding", "eviction"),
+        extra_subresources=("binding", "eviction", "log"),
         defaulter=_default_pod,
     ),
     ResourceType(
@@ -461,6 +461,17 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         namespaced=True,
         singular="poddisruptionbudget",
         short_names=("pdb",),
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        namespaced=False,
+        singular="selfsubjectaccessreview",
+        has_status=False,
+        has_generation=False,
+        verbs=("create",),
     ),
     ResourceType(
         "apiextensions.k8s.io",

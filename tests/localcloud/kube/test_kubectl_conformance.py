@@ -438,3 +438,18 @@ async def test_module_entry_point_serves_kubectl(tmp_path: Path) -> None:
     finally:
         process.terminate()
         await process.wait()
+
+
+async def test_logs_and_auth_can_i(kube: KubeApiServer, kubectl: Kubectl) -> None:
+    """kubectl logs answers like a kubelet with nothing to say; kubectl auth can-i says yes."""
+    await add_node(kube, "n1")
+    await add_running_pod(kube, "web-1", "n1", {"app": "web"})
+    assert (await kubectl("logs", "web-1")).stdout == ""
+    await kube.store.create(
+        "pods",
+        {"metadata": {"name": "new"}, "spec": {"containers": [{"name": "a", "image": "x"}]}},
+        "default",
+    )
+    waiting = await kubectl("logs", "new", check=False)
+    assert "is waiting to start" in waiting.stderr
+    assert (await kubectl("auth", "can-i", "delete", "nodes")).stdout.strip() == "yes"
