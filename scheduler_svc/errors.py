@@ -2,6 +2,12 @@
 
     SchedulerError
     ├── InvalidObjectError        a Kubernetes object we cannot use; names kind, name and field
+    ├── KubeApiError              a Kubernetes API call failed (`status`, `reason`)
+    │   ├── KubeNotFoundError           404
+    │   ├── KubeConflictError           409: stale resourceVersion or failed precondition
+    │   │   └── KubeAlreadyExistsError  409 AlreadyExists: the name is taken
+    │   ├── KubeInvalidError            422: the object failed validation
+    │   └── KubeTooManyRequestsError    429: throttled, or an eviction a PDB blocks
     └── ActuatorError             a failed call to the actuator, one class per gRPC status
         ├── InvalidArgumentError        the request was malformed (a bug on our side)
         ├── NotFoundError               no instance is tagged with the NodeClaim (treat as done
@@ -38,6 +44,47 @@ class InvalidObjectError(SchedulerError, ValueError):
         self.field = field
         self.reason = reason
         super().__init__(f"{kind} {name or '<unnamed>'}: {field}: {reason}")
+
+
+class KubeApiError(SchedulerError):
+    """A Kubernetes API call answered with HTTP `status` (and the Status `reason`)."""
+
+    def __init__(self, message: str, *, status: int, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class KubeNotFoundError(KubeApiError):
+    """404: the object does not exist."""
+
+
+class KubeConflictError(KubeApiError):
+    """409: the object changed since it was read (or a precondition failed): re-read, retry."""
+
+
+class KubeAlreadyExistsError(KubeConflictError):
+    """409 AlreadyExists: an object with this name exists."""
+
+
+class KubeInvalidError(KubeApiError):
+    """422: the object failed validation; the message says which field."""
+
+
+class KubeTooManyRequestsError(KubeApiError):
+    """429: throttled, or an eviction a PodDisruptionBudget blocks; retry after
+    `retry_after_seconds` when the server said."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        reason: str = "",
+        retry_after_seconds: float | None = None,
+    ) -> None:
+        super().__init__(message, status=status, reason=reason)
+        self.retry_after_seconds = retry_after_seconds
 
 
 class ActuatorError(SchedulerError):

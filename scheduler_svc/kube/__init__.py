@@ -5,6 +5,7 @@ from scheduler_svc.kube.client import (
     api_client_in_cluster,
     new_api_client,
 )
+from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.resources import KubeObject, Resource, object_key, resource_version_of
 from scheduler_svc.kube.watch import (
     Backoff,
@@ -19,6 +20,7 @@ from scheduler_svc.kube.watch import (
 __all__ = [
     "Backoff",
     "KubeObject",
+    "KubeObjects",
     "ObjectEvent",
     "Resource",
     "ResourceWatch",

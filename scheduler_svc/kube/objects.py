@@ -1,0 +1,237 @@
+"""Reads and writes of Kubernetes objects as raw JSON dicts, with typed errors.
+
+The watch loop (`watch.py`) reads collections; everything that writes (NodeClaims and their
+status, node labels and taints, Events, evictions, NodePool status) goes through `KubeObjects`.
+Bodies go out and come back as plain dicts: no kubernetes_asyncio models.
+
+Errors (see `scheduler_svc.errors`): 404 -> KubeNotFoundError, 409 -> KubeConflictError
+(KubeAlreadyExistsError for reason AlreadyExists), 422 -> KubeInvalidError, 429 ->
+KubeTooManyRequestsError (an eviction blocked by a PodDisruptionBudget, or throttling; carries
+Retry-After), anything else -> KubeApiError. Connection failures surface as aiohttp/OS errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import aiohttp
+from kubernetes_asyncio import client
+
+from scheduler_svc.errors import (
+    KubeAlreadyExistsError,
+    KubeApiError,
+    KubeConflictError,
+    KubeInvalidError,
+    KubeNotFoundError,
+    KubeTooManyRequestsError,
+)
+from scheduler_svc.kube.resources import EVENTS, PODS, KubeObject, Resource
+
+PatchType = Literal["merge", "json", "strategic"]
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class KubeObjects:
+    """CRUD on any `Resource` over the shared ApiClient. `clock` stamps Events."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        timeout_seconds: float = 30.0,
+        component: str = "daiku-scheduler",
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self._api = api
+        self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self._component = component
+        self._clock = clock
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> KubeObject:
+        """The object; KubeNotFoundError when absent."""
+        return await self._call("GET", resource.object_path(name, namespace))
+
+    async def create(
+        self, resource: Resource, obj: KubeObject, namespace: str | None = None
+    ) -> KubeObject:
+        """Create `obj` (its metadata.namespace, or `namespace`); KubeAlreadyExistsError when
+        the name is taken."""
+        if resource.namespaced:
+            namespace = namespace or (obj.get("metadata") or {}).get("namespace") or "default"
+        body = {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
+        return await self._call("POST", resource.collection_path(namespace), body=body)
+
+    async def replace(
+        self, resource: Resource, obj: KubeObject, *, subresource: str | None = None
+    ) -> KubeObject:
+        """PUT `obj` as a whole; its metadata.resourceVersion makes it conditional (a stale
+        version raises KubeConflictError)."""
+        metadata = obj.get("metadata") or {}
+        path = resource.object_path(metadata.get("name", ""), metadata.get("namespace"))
+        if subresource:
+            path += f"/{subresource}"
+        return await self._call("PUT", path, body=obj)
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: PatchType = "merge",
+    ) -> KubeObject:
+        """Patch one object (`subresource="status"` for status). Merge patch by default; a JSON
+        patch with a `test` op makes it conditional."""
+        path = resource.object_path(name, namespace)
+        if subresource:
+            path += f"/{subresource}"
+        return await self._call(
+            "PATCH", path, body=patch, content_type=_PATCH_CONTENT_TYPES[patch_type]
+        )
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str | None = None,
+    ) -> KubeObject:
+        """Delete one object (only if its uid is still `uid`, when given). Returns the object
+        (with deletionTimestamp while finalizers hold it) or the server's Status."""
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if propagation_policy is not None:
+            options["propagationPolicy"] = propagation_policy
+        return await self._call("DELETE", resource.object_path(name, namespace), body=options)
+
+    async def evict(self, namespace: str, pod_name: str) -> None:
+        """Evict a pod through the Eviction API (PodDisruptionBudgets apply): a blocked
+        eviction raises KubeTooManyRequestsError."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod_name, "namespace": namespace},
+        }
+        await self._call("POST", PODS.object_path(pod_name, namespace) + "/eviction", body=body)
+
+    async def record_event(
+        self,
+        involved: KubeObject,
+        *,
+        reason: str,
+        message: str,
+        event_type: Literal["Normal", "Warning"] = "Normal",
+    ) -> KubeObject:
+        """Record a core/v1 Event about `involved` (as `kubectl describe` shows them). Events of
+        cluster-scoped objects go to the default namespace, as the API server expects."""
+        metadata = involved.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
+        now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "metadata": {
+                "generateName": f"{metadata.get('name', 'object')}.",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                k: v
+                for k, v in {
+                    "apiVersion": involved.get("apiVersion"),
+                    "kind": involved.get("kind"),
+                    "name": metadata.get("name"),
+                    "namespace": metadata.get("namespace"),
+                    "uid": metadata.get("uid"),
+                    "resourceVersion": metadata.get("resourceVersion"),
+                }.items()
+                if v
+            },
+            "reason": reason,
+            "message": message,
+            "type": event_type,
+            "source": {"component": self._component},
+            "reportingComponent": self._component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        return await self.create(EVENTS, event, namespace)
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> KubeObject:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        response: aiohttp.ClientResponse = await self._api.call_api(
+            path,
+            method,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=self._timeout,
+        )
+        try:
+            raw = await response.read()
+        finally:
+            response.release()
+        try:
+            decoded = json.loads(raw) if raw else {}
+        except ValueError:
+            decoded = {"message": raw[:300].decode(errors="replace")}
+        if 200 <= response.status < 300:
+            if not isinstance(decoded, dict):
+                raise KubeApiError(
+                    f"{method} {path}: answer is not an object", status=response.status
+                )
+            return decoded
+        raise _error_for(response, decoded if isinstance(decoded, dict) else {}, method, path)
+
+
+def _error_for(
+    response: aiohttp.ClientResponse, status: dict[str, Any], method: str, path: str
+) -> KubeApiError:
+    reason = str(status.get("reason") or "")
+    message = f"{method} {path}: {status.get('message') or reason or response.reason}"
+    code = response.status
+    if code == 404:
+        return KubeNotFoundError(message, status=code, reason=reason)
+    if code == 409:
+        if reason == "AlreadyExists":
+            return KubeAlreadyExistsError(message, status=code, reason=reason)
+        return KubeConflictError(message, status=code, reason=reason)
+    if code == 422:
+        return KubeInvalidError(message, status=code, reason=reason)
+    if code == 429:
+        retry_after: float | None
+        try:
+            retry_after = float(response.headers.get("Retry-After", ""))
+        except ValueError:
+            retry_after = None
+        return KubeTooManyRequestsError(
+            message, status=code, reason=reason, retry_after_seconds=retry_after
+        )
+    return KubeApiError(message, status=code, reason=reason)
