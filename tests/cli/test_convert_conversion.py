@@ -223,3 +223,16 @@ def test_unreadable_input_raises_naming_object_and_field(document: Any, fragment
     """Input that cannot be converted raises ConversionError naming the object and field."""
     with pytest.raises(ConversionError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         convert([document])
+
+
+def test_v1beta1_nodeclass_without_ami_terms_gets_its_familys_alias() -> None:
+    """A v1beta1 EC2NodeClass with only amiFamily selects that family's latest EKS AMI."""
+    node_class = {
+        "apiVersion": "karpenter.k8s.aws/v1beta1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "nc"},
+        "spec": {"amiFamily": "Bottlerocket", "role": "r"},
+    }
+    (out,) = convert([node_class]).objects
+    assert out["spec"]["amiSelectorTerms"] == [{"alias": "bottlerocket@latest"}]
+    assert out["spec"]["amiFamily"] == "Bottlerocket"
