@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler_svc.core.model import InstanceType, Resources, UnavailableOffering
 from scheduler_svc.core.requirements import (
@@ -38,9 +38,9 @@ def resource_vector(resources: Resources, dimensions: Sequence[str]) -> tuple[in
     return tuple(amounts.get(d, 0) for d in dimensions)
 
 
-@dataclass(frozen=True)
-class IndexedOffering:
-    """An available offering of the type at ``type_position``."""
+class IndexedOffering(NamedTuple):
+    """An available offering of the type at ``type_position`` (a tuple: built by the
+    thousand for every catalog, so construction cost matters)."""
 
     price_per_hour: float
     type_position: int
@@ -67,6 +67,7 @@ class CatalogIndex:
         self.offerings: list[tuple[IndexedOffering, ...]] = []
         self.label_index: dict[str, dict[str, int]] = {}
         self.zone_capacity_bits: dict[tuple[str, str], int] = {}
+        exhausted = {(u.instance_type, u.zone, u.capacity_type) for u in unavailable}
         for position, instance_type in enumerate(self.types):
             labels = dict(instance_type.labels)
             labels[LABEL_INSTANCE_TYPE] = instance_type.name
@@ -80,8 +81,7 @@ class CatalogIndex:
                         IndexedOffering(o.price_per_hour, position, o.zone, o.capacity_type)
                         for o in instance_type.offerings
                         if o.available
-                        and UnavailableOffering(instance_type.name, o.zone, o.capacity_type)
-                        not in unavailable
+                        and (instance_type.name, o.zone, o.capacity_type) not in exhausted
                     ),
                     key=lambda o: (o.price_per_hour, o.zone, o.capacity_type),
                 )
