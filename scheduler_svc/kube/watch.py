@@ -175,8 +175,12 @@ class ResourceWatch:
         )
         self._resource_version: str | None = None
         self._log = log.bind(resource=str(resource))
+        # Counters for metrics and tests: lists done, watch requests made, object events
+        # delivered, failed attempts (each followed by a backoff or a relist).
         self.lists_completed = 0
         self.watches_started = 0
+        self.events_delivered = 0
+        self.failures = 0
 
     @property
     def resource(self) -> Resource:
@@ -200,6 +204,7 @@ class ResourceWatch:
                     # us politely; don't spin on it.
                     await self._sleep(self._backoff.next_delay_seconds())
             except _GoneError:
+                self.failures += 1
                 listing = self._resource_version is None
                 self._log.info(
                     "watch_resource_version_expired",
@@ -212,6 +217,7 @@ class ResourceWatch:
                     # compaction. Relist, but not in a tight loop.
                     await self._sleep(self._backoff.next_delay_seconds())
             except _TooManyRequestsError as error:
+                self.failures += 1
                 delay = error.retry_after_seconds
                 if delay is None:
                     delay = self._backoff.next_delay_seconds()
@@ -224,6 +230,7 @@ class ResourceWatch:
                 TimeoutError,
                 ValueError,  # an undecodable list body
             ) as error:
+                self.failures += 1
                 delay = self._backoff.next_delay_seconds()
                 self._log.warning(
                     "watch_failed",
@@ -233,6 +240,7 @@ class ResourceWatch:
                 )
                 await self._sleep(delay)
             except Exception:
+                self.failures += 1
                 # A bug of ours or a library's must not end the mirror's feed for good: log it
                 # loudly and start over from a fresh list.
                 delay = self._backoff.next_delay_seconds()
@@ -368,6 +376,7 @@ class ResourceWatch:
         self._resource_version = resource_version
         if event_type != "BOOKMARK":
             _strip(obj)
+            self.events_delivered += 1
             self._deliver(ObjectEvent(self._resource, event_type, obj))
 
     # -- plumbing -----------------------------------------------------------------------------

@@ -118,6 +118,7 @@ async def test_list_then_watch_delivers_existing_objects_then_every_change(
         server.delete("b")
         await until(lambda: len(recorder.events) == 4)
         assert watch.resource_version == str(server.resource_version)
+        assert (watch.events_delivered, watch.failures) == (3, 0)
 
     first = recorder.events[0]
     assert isinstance(first, Synced)
@@ -239,7 +240,7 @@ async def test_failures_back_off_one_one_two_three_five_then_reset_after_success
         server.fail_next(500)
     sleep = FakeSleep()
     recorder = Recorder()
-    async with Running(make_watch(api, recorder, sleep)):
+    async with Running(make_watch(api, recorder, sleep)) as watch:
         await until(lambda: len(recorder.synced()) == 1)
         await until(lambda: len(server.watch_requests()) == 1)
         server.fail_next(503)
@@ -248,6 +249,7 @@ async def test_failures_back_off_one_one_two_three_five_then_reset_after_success
         await until(lambda: len(server.watch_requests()) >= 3)
 
     assert sleep.delays == [1.0, 1.0, 2.0, 3.0, 5.0, 1.0]
+    assert watch.failures == 6
 
 
 def test_backoff_is_fibonacci_capped_and_jittered_within_its_ratio() -> None:
