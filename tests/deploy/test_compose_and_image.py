@@ -61,14 +61,18 @@ def test_compose_runs_the_stack_in_order() -> None:
     }
 
 
-def test_compose_keeps_the_actuator_on_loopback() -> None:
-    """The actuator listens on loopback only and the schedulers share its network namespace,
-    so its gRPC port is reachable by them alone."""
+def test_compose_keeps_everything_on_loopback() -> None:
+    """localcloud serves on loopback, so the actuator, the schedulers and the demo share its
+    network namespace; the actuator listens on loopback and its gRPC port stays unpublished."""
     services = _compose()["services"]
+    for name in ("actuator", "scheduler", "scheduler-kwok", "demo"):
+        assert services[name]["network_mode"] == "service:localcloud", name
     assert "--listen=127.0.0.1:50051" in services["actuator"]["command"]
     for name in ("scheduler", "scheduler-kwok"):
-        assert services[name]["network_mode"] == "service:actuator"
         assert "--actuator-address=127.0.0.1:50051" in services[name]["command"]
+    published = [port for s in services.values() for port in s.get("ports", [])]
+    assert all(port.startswith("127.0.0.1:") for port in published)
+    assert not any(port.endswith(":50051") for port in published)
 
 
 def _dockerfile_instructions() -> list[tuple[str, str]]:
