@@ -437,11 +437,18 @@ def _decode_event(
     raise _InvalidEventError(f"unknown event type {event_type!r}")
 
 
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 def _strip(obj: KubeObject) -> None:
-    """Drop managedFields: the biggest part of most objects, and nothing we read."""
+    """Drop managedFields and kubectl's last-applied copy: often most of an object's bytes,
+    and nothing the scheduler reads. (Memory: the mirror holds every pod.)"""
     metadata = obj.get("metadata")
     if isinstance(metadata, dict):
         metadata.pop("managedFields", None)
+        annotations = metadata.get("annotations")
+        if isinstance(annotations, dict):
+            annotations.pop(_LAST_APPLIED, None)
 
 
 async def _raise_for_status(response: aiohttp.ClientResponse) -> None:

@@ -353,3 +353,38 @@ async def test_an_undecodable_list_answer_is_retried_after_backoff(
 
     assert sleep.delays == [1.0]
     assert [o["metadata"]["name"] for o in recorder.synced()[0].objects] == ["a"]
+
+
+async def test_managed_fields_and_last_applied_configuration_are_dropped(
+    server: ApiServerDouble, api: client.ApiClient
+) -> None:
+    """Objects reach the consumer without managedFields and kubectl's last-applied annotation
+    (memory), other annotations kept, from the list and from watch events alike."""
+    heavy_metadata = {
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+        "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+            "team": "web",
+        },
+    }
+    server.create("listed")
+    server.objects["default/listed"]["metadata"].update(heavy_metadata)
+    recorder = Recorder()
+    async with Running(make_watch(api, recorder)):
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.send_raw(
+            {
+                "type": "ADDED",
+                "object": {
+                    "metadata": {"name": "watched", "resourceVersion": "500", **heavy_metadata}
+                },
+            }
+        )
+        await until(lambda: recorder.names("ADDED") == ["watched"])
+
+    listed = recorder.synced()[0].objects[0]
+    watched = recorder.events[-1]
+    assert isinstance(watched, ObjectEvent)
+    for obj in (listed, watched.object):
+        assert "managedFields" not in obj["metadata"]
+        assert obj["metadata"]["annotations"] == {"team": "web"}
