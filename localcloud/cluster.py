@@ -8,7 +8,9 @@
 Instances launched in the emulator for `cluster_name` become Nodes (Ready after
 `boot_seconds`), pending pods are scheduled, Deployments and DaemonSets get their pods. Each
 behaviour can be switched off (`scheduler=False`, `kubelets=False`, `controllers=False`).
-The kubeconfig goes to `kubeconfig_path`, or to a temporary file removed on exit. moto keeps
+The kubelets read the emulator's instances in process (the same state its HTTP API serves,
+without moto's slow rendering of a thousand instances per poll). The kubeconfig goes to
+`kubeconfig_path`, or to a temporary file removed on exit. moto keeps
 EC2 state per process, so one LocalCloud runs per process at a time.
 """
 
@@ -77,7 +79,7 @@ class LocalCloud:
             self.kube.write_kubeconfig(self.kubeconfig_path)
             self.control_plane = ControlPlane(
                 self.kube.store,
-                ec2_endpoint_url=self.ec2.endpoint_url,
+                emulator=self.ec2,
                 region=self.region,
                 cluster_name=self.cluster_name,
                 settings=self.settings,

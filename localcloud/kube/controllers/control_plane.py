@@ -4,7 +4,8 @@
         ...   # pods get scheduled, instances become nodes, deployments get pods
 
 Each behaviour can be switched off (`ControlPlaneSettings(scheduler=False, ...)`) for tests
-that want a still cluster; kubelets need an EC2 endpoint and are off without one.
+that want a still cluster; kubelets need an EC2 endpoint (read over HTTP) or an in-process
+`Ec2Emulator` (read directly) and are off without either.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Self
 
 import structlog
 
+from localcloud.ec2 import Ec2Emulator
 from localcloud.kube.controllers.daemonsets import DaemonSetController
 from localcloud.kube.controllers.kubelets import Kubelets
 from localcloud.kube.controllers.node_lifecycle import NodeLifecycleController
@@ -52,6 +54,7 @@ class ControlPlane:
         store: Store,
         *,
         ec2_endpoint_url: str | None = None,
+        emulator: Ec2Emulator | None = None,
         region: str = "us-east-1",
         cluster_name: str = "daiku",
         settings: ControlPlaneSettings | None = None,
@@ -70,6 +73,7 @@ class ControlPlane:
             Kubelets(
                 store,
                 ec2_endpoint_url=ec2_endpoint_url,
+                emulator=emulator,
                 region=region,
                 cluster_name=cluster_name,
                 boot_seconds=s.boot_seconds,
@@ -77,7 +81,7 @@ class ControlPlane:
                 container_stop_seconds=s.container_stop_seconds,
                 lease_renew_seconds=s.lease_renew_seconds,
             )
-            if s.kubelets and ec2_endpoint_url
+            if s.kubelets and (ec2_endpoint_url or emulator)
             else None
         )
         self.deployments = DeploymentController(store) if s.controllers else None

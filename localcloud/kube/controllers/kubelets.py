@@ -1,8 +1,10 @@
 """`Kubelets`: a kubelet for every EC2 instance the emulator runs for this cluster.
 
-It polls DescribeInstances over the emulator's HTTP endpoint (instances tagged
-`daiku.dev/cluster=<cluster>` or `kubernetes.io/cluster/<cluster>`), as a fleet of real
-kubelets would appear after their instances boot, and for each pending or running instance:
+Every `poll_seconds` it lists the cluster's instances (tagged `daiku.dev/cluster=<cluster>` or
+`kubernetes.io/cluster/<cluster>`): over the EC2 API at `ec2_endpoint_url` (DescribeInstances,
+DescribeInstanceAttribute userData), or straight from an in-process `emulator` (what
+`LocalCloud` does: moto renders only ~200 instances a second over HTTP). See instances.py.
+As a fleet of real kubelets would, for each pending or running instance it:
 
 - registers a Node named after the instance's private DNS name (`ip-10-0-1-23.ec2.internal`,
   the instance id when there is none) with providerID `aws:///<zone>/<instance-id>`, the
@@ -26,9 +28,7 @@ Delays use the event loop's clock (fast-forwarded in tests with looptime).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import functools
 import json
 import secrets
 from collections.abc import Callable
@@ -39,8 +39,6 @@ from email.message import Message
 from typing import Any, Final
 
 import structlog
-from aiobotocore.config import AioConfig
-from aiobotocore.session import AioSession, get_session
 
 from actuator_svc.core.allocatable import (
     KubeletSettings,
@@ -54,15 +52,21 @@ from actuator_svc.core.user_data import (
     NodeRegistration,
     read_node_registration,
 )
+from localcloud.ec2 import Ec2Emulator
 from localcloud.ec2.instance_types import describe_instance_types
 from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key, resource_types
+from localcloud.kube.controllers.instances import (
+    ClusterInstance,
+    EmulatorInstances,
+    HttpInstances,
+    InstanceSource,
+)
 from localcloud.kube.controllers.pod_fit import NOT_READY_TAINT
 from localcloud.kube.errors import AlreadyExists, ApiError, NotFound
 from localcloud.kube.store import DELETED, Store, copy_json, format_timestamp
 
 JsonObject = dict[str, Any]
 CAPACITY_TYPE_LABEL: Final = "karpenter.sh/capacity-type"
-CLUSTER_TAG: Final = "daiku.dev/cluster"
 KUBELET_VERSION: Final = "v1.32.0-eks-localcloud"
 NODE_LEASE_NAMESPACE: Final = "kube-node-lease"
 LEASE_DURATION_SECONDS: Final = 40
@@ -74,12 +78,6 @@ log = structlog.get_logger("localcloud.kube.controllers.kubelets")
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-@functools.cache
-def _session() -> AioSession:
-    """One session per process: each new one reloads EC2's service model (about a second)."""
-    return get_session()
 
 
 @dataclass(slots=True)
@@ -103,7 +101,8 @@ class Kubelets:
         self,
         store: Store,
         *,
-        ec2_endpoint_url: str,
+        ec2_endpoint_url: str | None = None,
+        emulator: Ec2Emulator | None = None,
         region: str = "us-east-1",
         cluster_name: str = "daiku",
         boot_seconds: float = 5.0,
@@ -114,7 +113,10 @@ class Kubelets:
     ) -> None:
         self.store = store
         self._rt = resource_types(store)
+        if emulator is None and ec2_endpoint_url is None:
+            raise ValueError("Kubelets need ec2_endpoint_url (HTTP) or emulator (in process)")
         self.ec2_endpoint_url = ec2_endpoint_url
+        self.emulator = emulator
         self.region = region
         self.cluster_name = cluster_name
         self.boot_seconds = boot_seconds
@@ -134,79 +136,64 @@ class Kubelets:
 
     # ------------------------------------------------------------------ run
 
+    def _source(self) -> InstanceSource:
+        if self.emulator is not None:
+            return EmulatorInstances(self.emulator, cluster_name=self.cluster_name)
+        assert self.ec2_endpoint_url is not None
+        return HttpInstances(
+            self.ec2_endpoint_url, region=self.region, cluster_name=self.cluster_name
+        )
+
     async def run(self) -> None:
         self.nodes.start()
         self.pods.start()
-        session = _session()
-        config = AioConfig(retries={"total_max_attempts": 2}, max_pool_connections=4)
-        async with session.create_client(
-            "ec2",
-            region_name=self.region,
-            endpoint_url=self.ec2_endpoint_url,
-            aws_access_key_id="localcloud",
-            aws_secret_access_key="localcloud",  # noqa: S106 - the emulator accepts any key
-            config=config,
-        ) as ec2:
+        async with self._source() as source:
             try:
                 async with asyncio.TaskGroup() as tasks:
                     tasks.create_task(self.nodes.run())
                     tasks.create_task(self.pods.run())
                     tasks.create_task(self._run_pods())
                     tasks.create_task(self._renew_leases())
-                    tasks.create_task(self._poll_forever(ec2))
+                    tasks.create_task(self._poll_forever(source))
             finally:
                 for kubelet in self._kubelets.values():
                     for timer in kubelet.timers:
                         timer.cancel()
 
-    async def _poll_forever(self, ec2: Any) -> None:
+    async def _poll_forever(self, source: InstanceSource) -> None:
         while True:
             started = asyncio.get_running_loop().time()
             try:
-                await self.sync_instances(ec2, started)
+                await self.sync_instances(source, started)
             except Exception as error:  # the emulator may be restarting; try again next poll
                 log.warning("instance_poll_failed", error=str(error))
             await asyncio.sleep(self.poll_seconds)
 
     # ------------------------------------------------------------------ instances -> nodes
 
-    async def _describe(self, ec2: Any) -> dict[str, JsonObject]:
-        instances: dict[str, JsonObject] = {}
-        for filters in (
-            [{"Name": f"tag:{CLUSTER_TAG}", "Values": [self.cluster_name]}],
-            [{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{self.cluster_name}"]}],
-        ):
-            paginator = ec2.get_paginator("describe_instances")
-            async for page in paginator.paginate(Filters=filters):
-                for reservation in page.get("Reservations", []):
-                    for instance in reservation.get("Instances", []):
-                        instances[instance["InstanceId"]] = instance
-        return instances
-
-    async def sync_instances(self, ec2: Any, poll_started: float) -> None:
+    async def sync_instances(self, source: InstanceSource, poll_started: float) -> None:
         """One poll: register new instances, retire gone ones."""
-        instances = await self._describe(ec2)
+        instances = await source.instances()
         for instance_id, instance in sorted(instances.items()):
-            state = instance.get("State", {}).get("Name", "")
             kubelet = self._kubelets.get(instance_id)
-            if state in _LIVE_STATES:
+            if instance.state in _LIVE_STATES:
                 if kubelet is None:
-                    await self._register(ec2, instance)
+                    await self._register(source, instance)
                 elif not kubelet.registered and (
                     kubelet.deleted_at is None or kubelet.deleted_at < poll_started
                 ):
                     await self._reregister(kubelet)
-                elif state == "running" and kubelet.registered and not kubelet.ready:
+                elif instance.state == "running" and kubelet.registered and not kubelet.ready:
                     self._schedule_ready(kubelet)
             elif kubelet is not None:
-                await self._retire(kubelet, f"instance {state}")
+                await self._retire(kubelet, f"instance {instance.state}")
         for instance_id in [i for i in self._kubelets if i not in instances]:
-            await self._retire(self._kubelets[instance_id], "instance gone")
+            await self._retire(self._kubelets[instance_id], "instance terminated")
 
-    async def _register(self, ec2: Any, instance: JsonObject) -> None:
-        instance_id = instance["InstanceId"]
+    async def _register(self, source: InstanceSource, instance: ClusterInstance) -> None:
+        instance_id = instance.instance_id
         try:
-            user_data = await self._user_data(ec2, instance_id)
+            user_data = await source.user_data(instance_id)
             node = self._node_for(instance, user_data)
         except (InstanceTypeDataError, KeyError, ValueError) as error:
             log.warning("node_registration_failed", instance_id=instance_id, error=str(error))
@@ -289,22 +276,11 @@ class Kubelets:
             await self.store.delete(self._rt["leases"], kubelet.node_name, NODE_LEASE_NAMESPACE)
         log.info("node_retired", node=kubelet.node_name, instance_id=kubelet.instance_id, why=why)
 
-    async def _user_data(self, ec2: Any, instance_id: str) -> str:
-        answer = await ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
-        encoded = (answer.get("UserData") or {}).get("Value") or ""
-        if not encoded:
-            return ""
-        try:
-            return base64.b64decode(encoded).decode()
-        except (ValueError, UnicodeDecodeError):
-            log.warning("user_data_unreadable", instance_id=instance_id)
-            return ""
-
-    def _node_for(self, instance: JsonObject, user_data: str) -> JsonObject:
-        instance_id = instance["InstanceId"]
-        instance_type = instance["InstanceType"]
-        zone = instance.get("Placement", {}).get("AvailabilityZone", "")
-        name = instance.get("PrivateDnsName") or instance_id
+    def _node_for(self, instance: ClusterInstance, user_data: str) -> JsonObject:
+        instance_id = instance.instance_id
+        instance_type = instance.instance_type
+        zone = instance.zone
+        name = instance.private_dns_name or instance_id
         description = describe_instance_types().get(instance_type)
         if description is None:
             raise InstanceTypeDataError(f"{instance_id}: unknown instance type {instance_type}")
@@ -312,7 +288,7 @@ class Kubelets:
         kubelet_settings = KubeletSettings(max_pods=_max_pods(user_data))
         shape = shape_of(description)
         type_labels = labels_of(description)
-        capacity_type = "spot" if instance.get("InstanceLifecycle") == "spot" else "on-demand"
+        capacity_type = "spot" if instance.spot else "on-demand"
         labels = {
             **type_labels,
             "beta.kubernetes.io/arch": type_labels["kubernetes.io/arch"],
@@ -333,7 +309,7 @@ class Kubelets:
             for t in registration.taints
         ]
         taints.append({"key": NOT_READY_TAINT, "effect": "NoSchedule"})
-        private_ip = instance.get("PrivateIpAddress", "")
+        private_ip = instance.private_ip
         addresses = [{"type": "InternalIP", "address": private_ip}] if private_ip else []
         addresses += [
             {"type": "InternalDNS", "address": name},

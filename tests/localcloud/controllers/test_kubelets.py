@@ -295,3 +295,33 @@ async def test_deleted_node_of_a_running_instance_registers_again(
         return found is not None and found["metadata"]["uid"] != node["metadata"]["uid"]
 
     await eventually(registered_again)
+
+
+async def test_in_process_source_sees_the_same_instances(
+    emulator: Ec2Emulator, ec2: Any, kubelet_runner: Callable[[asyncio.Task[None]], None]
+) -> None:
+    """Reading the emulator in process, kubelets register the same Ready node (spot, with the
+    user data's labels) and retire it when the instance terminates."""
+    store = Store()
+    kubelets = Kubelets(
+        store, emulator=emulator, cluster_name=CLUSTER, poll_seconds=0.05, boot_seconds=0
+    )
+    kubelet_runner(asyncio.create_task(kubelets.run()))
+    instance_id = await asyncio.to_thread(run_instance, ec2, emulator, spot=True)
+
+    async def ready_node() -> dict[str, Any] | None:
+        found = await node_with_provider_id(store, f"/{instance_id}")
+        return found if found and ready_status(found) == "True" else None
+
+    node = await eventually(ready_node)
+    described = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    assert node["metadata"]["name"] == described["PrivateDnsName"]
+    assert node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
+    assert node["metadata"]["labels"]["team"] == "checkout"
+    assert node["status"]["allocatable"]["pods"] == "20"
+    ec2.terminate_instances(InstanceIds=[instance_id])
+
+    async def gone() -> bool:
+        return await node_with_provider_id(store, f"/{instance_id}") is None
+
+    await eventually(gone)
