@@ -42,6 +42,7 @@ from localcloud.kube.errors import (
     InternalError,
     MethodNotAllowed,
     NotFound,
+    Timeout,
     Unauthorized,
     UnsupportedMediaType,
 )
@@ -385,7 +386,7 @@ class KubeApi:
         send_initial = _flag(query.get("sendInitialEvents"))
         table = _wants_table(request)
         include = query.get("includeObject", "PartialObjectMetadata")
-        failure: Gone | None = None
+        failure: ApiError | None = None
         watcher = None
         try:
             watcher = self.store.watch(
@@ -396,8 +397,8 @@ class KubeApi:
                 query.get("fieldSelector", ""),
                 copy=False,
             )
-        except Gone as error:
-            failure = error
+        except (Gone, Timeout) as error:
+            failure = error  # sent as an ERROR event on a 200 stream, as kube-apiserver does
         response = web.StreamResponse(status=200, headers={"Content-Type": _JSON})
         response.enable_chunked_encoding()
         await response.prepare(request)

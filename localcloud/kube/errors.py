@@ -12,7 +12,8 @@
     ├── UnsupportedMediaType 415 UnsupportedMediaType
     ├── Invalid              422 Invalid
     ├── TooManyRequests      429 TooManyRequests (eviction blocked by a PodDisruptionBudget)
-    └── InternalError        500 InternalError
+    ├── InternalError        500 InternalError
+    └── Timeout              504 Timeout         (watch from a resourceVersion not reached yet)
 
 The store raises these; the HTTP layer turns any of them into the Status JSON that
 kubernetes_asyncio's `ApiException` and kubectl's error printer parse.
@@ -130,6 +131,11 @@ class TooManyRequests(ApiError):
 class InternalError(ApiError):
     code = 500
     reason = "InternalError"
+
+
+class Timeout(ApiError):
+    code = 504
+    reason = "Timeout"
 
 
 def not_found(resource: str, name: str, group: str = "") -> NotFound:

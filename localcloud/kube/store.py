@@ -48,8 +48,10 @@ Contract (every method is a coroutine unless marked; none of them blocks on I/O)
   copy=True) -> Watcher` (sync). A Watcher is an async iterator of `WatchEvent`s (unpack as
   `(type, obj)`; type ADDED | MODIFIED | DELETED). `since_rv=None` or 0 first yields ADDED for
   every current object, then changes; a positive `since_rv` yields exactly the changes after
-  it. Raises Gone (410) when events after `since_rv` are no longer retained (the window holds
-  `event_window` events per resource; `compact()` drops them all); a watcher that falls behind
+  it; one beyond the store's version (a client from before a restart) raises Timeout (504,
+  cause ResourceVersionTooLarge) as kube-apiserver does. Raises Gone (410) when events after
+  `since_rv` are no longer retained (the window holds `event_window` events per resource;
+  `compact()` drops them all); a watcher that falls behind
   the window also gets Gone from its next read. With selectors, an object that starts matching
   arrives as ADDED and one that stops matching as DELETED. `Watcher.poll(timeout)` returns the
   next batch, or [] after `timeout` seconds with nothing new (the HTTP layer sends a BOOKMARK
@@ -92,6 +94,7 @@ from localcloud.kube.errors import (
     InternalError,
     Invalid,
     NotFound,
+    Timeout,
     TooManyRequests,
     UnsupportedMediaType,
     not_found,
@@ -498,6 +501,14 @@ class Store:
             ]
         elif since < bucket.floor_rv:
             raise Gone(f"too old resource version: {since} ({bucket.floor_rv + 1})")
+        elif since > self._rv:
+            # a version this store never reached (it restarted): the client must relist
+            raise Timeout(
+                f"Too large resource version: {since}, current: {self._rv}",
+                causes=[
+                    {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+                ],
+            )
         return Watcher(
             self,
             resource_type=rt,

@@ -12,6 +12,7 @@ from localcloud.kube.errors import (
     Gone,
     Invalid,
     NotFound,
+    Timeout,
     TooManyRequests,
     UnsupportedMediaType,
 )
@@ -550,3 +551,14 @@ async def test_generation_of_custom_resources_without_status_subresource() -> No
     assert created["status"] == {"x": 1}
     created["status"] = {"x": 2}
     assert (await store.update("plain", created))["metadata"]["generation"] == 2
+
+
+async def test_watch_from_a_version_never_reached_is_an_error() -> None:
+    """A resourceVersion beyond the store's (a client from before a restart) is a 504
+    ResourceVersionTooLarge, not a silent wait."""
+    store = Store()
+    with pytest.raises(Timeout) as too_large:
+        store.watch("pods", since_rv=store.resource_version + 1000)
+    assert (
+        too_large.value.to_status()["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+    )
