@@ -547,7 +547,10 @@ class KubeApi:
             preconditions=options.get("preconditions"),
             copy=False,
         )
-        return _json_response(deleted)
+        # 202 when the object is still there (graceful deletion, finalizers), as kube-apiserver
+        still = self.store.get_nowait(rt, name, namespace) if not rt.storage_key else None
+        pending = still is not None and still["metadata"]["uid"] == deleted["metadata"]["uid"]
+        return _json_response(deleted, 202 if pending else 200)
 
     async def _delete_collection(
         self, request: web.Request, rt: ResourceType, namespace: str | None

@@ -141,6 +141,19 @@ async def test_conflicts_and_already_exists(k8s: client.ApiClient) -> None:
     assert status_of(missing.value)["message"] == 'pods "nope" not found'
 
 
+async def test_delete_status_codes(kube: KubeApiServer) -> None:
+    """A delete that removes the object answers 200; one held by a finalizer answers 202."""
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    await kube.store.create("nodes", {"metadata": {"name": "gone"}})
+    await kube.store.create("nodes", {"metadata": {"name": "held", "finalizers": ["x/y"]}})
+    async with aiohttp.ClientSession(headers=headers) as session:
+        async with session.delete(f"{kube.url}/api/v1/nodes/gone", ssl=False) as response:
+            assert response.status == 200
+        async with session.delete(f"{kube.url}/api/v1/nodes/held", ssl=False) as response:
+            assert response.status == 202
+            assert (await response.json())["metadata"]["deletionTimestamp"]
+
+
 async def test_finalizer_holds_deletion(k8s: client.ApiClient) -> None:
     """A node with a finalizer survives delete with a deletionTimestamp until the finalizer goes."""
     core = client.CoreV1Api(k8s)
