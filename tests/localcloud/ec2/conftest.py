@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,24 +16,6 @@ CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing
 NO_RETRIES = Config(retries={"total_max_attempts": 1, "mode": "standard"})
 # One session for all tests: it caches the parsed service models that make clients slow to build.
 SESSION = boto3.Session(region_name="us-east-1", **CREDENTIALS)
-
-
-@pytest.fixture(autouse=True)
-def close_event_loop_left_by_sync_test(request: pytest.FixtureRequest) -> Iterator[None]:
-    """looptime's pytest hook asks the policy for a loop even around sync tests, which creates
-    one nobody closes; its ResourceWarning then fails the next async test (warnings are errors).
-    """
-    yield
-    if inspect.iscoroutinefunction(request.function):
-        return
-    policy = asyncio.get_event_loop_policy()
-    try:
-        loop = policy.get_event_loop()
-    except RuntimeError:  # no loop set: nothing leaked
-        return
-    if not loop.is_running():
-        loop.close()
-        policy.set_event_loop(None)
 
 
 @pytest.fixture

@@ -1,4 +1,6 @@
-"""Close the event loop looptime's pytest hook leaves behind after a synchronous test.
+"""Suite-wide fixtures.
+
+Close the event loop looptime's pytest hook leaves behind after a synchronous test.
 
 looptime's `pytest_pyfunc_call` asks the policy for the event loop even for synchronous tests;
 when no loop is set, the policy creates one that nobody closes. Its ResourceWarning, raised
