@@ -193,10 +193,15 @@ def matches_node_selection(pod: JsonObject, labels: Mapping[str, str], name: str
 # ---------------------------------------------------------------------------- messages
 
 
-def unschedulable_message(node_count: int, histogram: Mapping[str, int]) -> str:
-    """kube-scheduler's FitError text: reasons counted, sorted as strings, joined."""
+def unschedulable_message(
+    node_count: int, histogram: Mapping[str, int], pod_reason: str | None = None
+) -> str:
+    """kube-scheduler's FitError text: reasons counted, sorted as strings, joined; or the one
+    reason that rules out every node at once (a PreFilter failure)."""
     if node_count == 0:
         return NO_NODES_MESSAGE
+    if pod_reason is not None:
+        return f"0/{node_count} nodes are available: {pod_reason}."
     reasons = sorted(f"{count} {reason}" for reason, count in histogram.items())
     return f"0/{node_count} nodes are available: {', '.join(reasons)}."
 

@@ -53,6 +53,7 @@ from localcloud.kube.controllers.pod_fit import (
     insufficient_resources,
     matches_node_selection,
     node_allocatable,
+    node_selector_term_matches,
     node_taints,
     pod_requests,
     tolerates,
@@ -68,6 +69,14 @@ DEFAULT_SCHEDULER: Final = "default-scheduler"
 _TERMINAL: Final = ("Succeeded", "Failed")
 _YIELD_EVERY: Final = 64
 _NOTHING: Final[Resources] = {}
+REASON_VOLUME_AFFINITY: Final = "node(s) had volume node affinity conflict"
+REASON_VOLUME_ZONE: Final = "node(s) had no available volume zone"
+ZONE_LABELS: Final = (
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+)
 
 log = structlog.get_logger("localcloud.kube.controllers.scheduler")
 
@@ -177,6 +186,8 @@ class DefaultScheduler:
         self._start_index = 0
         self.pods = Informer(store, "pods", self._on_pod)
         self.nodes = Informer(store, "nodes", self._on_node)
+        self.claims = Informer(store, "persistentvolumeclaims", self._on_volume)
+        self.volumes = Informer(store, "persistentvolumes", self._on_volume)
 
     # ------------------------------------------------------------------ index upkeep
 
@@ -206,6 +217,10 @@ class DefaultScheduler:
                 return  # a heartbeat: nothing the scheduler looks at changed
         self._node_names = sorted(self._nodes)
         self._static.clear()
+        self._pass = _PassCache()
+        self._request_retry()
+
+    def _on_volume(self, kind: str, obj: JsonObject, previous: JsonObject | None) -> None:
         self._pass = _PassCache()
         self._request_retry()
 
@@ -295,7 +310,11 @@ class DefaultScheduler:
     async def run(self) -> None:
         self.nodes.start()
         self.pods.start()
+        self.claims.start()
+        self.volumes.start()
         async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.claims.run())
+            tasks.create_task(self.volumes.run())
             tasks.create_task(self.nodes.run())
             tasks.create_task(self.pods.run())
             tasks.create_task(self._schedule_forever())
@@ -365,6 +384,9 @@ class DefaultScheduler:
         failed = self._pass.failed.get(class_key)
         if failed is not None:
             return None, failed
+        problem = self._claims_problem(pod)
+        if problem is not None:
+            return None, unschedulable_message(len(self._node_names), {}, problem)
         candidates = self._static_candidates(class_key, pod)
         pod_rules = self._needs_pod_rules(pod)
         requested = [(name, amount) for name, amount in requests.items() if amount > 0]
@@ -452,16 +474,57 @@ class DefaultScheduler:
         affinity = spec.get("affinity") or {}
         return bool(
             self._anti_affinity_pods
+            or _claim_names(pod)
             or _required_terms(affinity.get("podAffinity"))
             or _required_terms(affinity.get("podAntiAffinity"))
             or _hard_spread_constraints(pod)
         )
 
     def _pod_rule_reason(self, pod: JsonObject, class_key: str, node: _Node) -> str | None:
+        reason = self._volume_reason(pod, node)
+        if reason is not None:
+            return reason
         reason = self._spread_reason(pod, class_key, node)
         if reason is not None:
             return reason
         return self._inter_pod_reason(pod, node)
+
+    def _claims_problem(self, pod: JsonObject) -> str | None:
+        """What keeps the pod off every node because of its claims (VolumeBinding PreFilter)."""
+        namespace = pod["metadata"]["namespace"]
+        for claim_name in _claim_names(pod):
+            claim = self.claims.cache.get((namespace, claim_name))
+            if claim is None:
+                return f'persistentvolumeclaim "{claim_name}" not found'
+            if claim["metadata"].get("deletionTimestamp"):
+                return f'persistentvolumeclaim "{claim_name}" is being deleted'
+        return None
+
+    def _volume_reason(self, pod: JsonObject, node: _Node) -> str | None:
+        """VolumeBinding/VolumeZone: a bound claim's volume must be reachable from the node.
+
+        An unbound claim is taken as WaitForFirstConsumer (EKS's default gp2/gp3 classes), so
+        it does not constrain the node; nothing provisions a volume for it here.
+        """
+        namespace = pod["metadata"]["namespace"]
+        for claim_name in _claim_names(pod):
+            claim = self.claims.cache.get((namespace, claim_name))
+            volume_name = ((claim or {}).get("spec") or {}).get("volumeName")
+            volume = self.volumes.cache.get(("", str(volume_name))) if volume_name else None
+            if volume is None:
+                continue
+            required = ((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+            terms = required.get("nodeSelectorTerms") or []
+            if terms and not any(
+                node_selector_term_matches(term, node.labels, node.name) for term in terms
+            ):
+                return REASON_VOLUME_AFFINITY
+            volume_labels = volume["metadata"].get("labels") or {}
+            for key in ZONE_LABELS:
+                zones = volume_labels.get(key)
+                if zones is not None and node.labels.get(key) not in zones.split("__"):
+                    return REASON_VOLUME_ZONE
+        return None
 
     def _spread_reason(self, pod: JsonObject, class_key: str, node: _Node) -> str | None:
         constraints = _hard_spread_constraints(pod)
@@ -734,6 +797,14 @@ def _least_allocated(allocatable: Resources, used: Resources, requests: Resource
     return total / shares if shares else 0.0
 
 
+def _claim_names(pod: JsonObject) -> list[str]:
+    return [
+        str(volume["persistentVolumeClaim"].get("claimName", ""))
+        for volume in (pod.get("spec") or {}).get("volumes") or []
+        if isinstance(volume.get("persistentVolumeClaim"), dict)
+    ]
+
+
 def _required_terms(affinity: JsonObject | None) -> list[JsonObject]:
     return list((affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or [])
 
@@ -773,6 +844,7 @@ def _class_key(pod: JsonObject, requests: Resources) -> str:
             affinity.get("podAffinity") if pod_rules else None,
             affinity.get("podAntiAffinity") if pod_rules else None,
             spec.get("topologySpreadConstraints") if pod_rules else None,
+            _claim_names(pod),
         ],
         sort_keys=True,
         separators=(",", ":"),

@@ -305,3 +305,58 @@ async def test_thousands_of_pods_bind_quickly(store: Store) -> None:
     await eventually(all_bound, timeout_seconds=30, interval=0.1)
     elapsed = time.monotonic() - started
     assert elapsed < 10, elapsed
+
+
+async def test_bound_volume_pins_the_pod_to_its_zone(store: Store) -> None:
+    """A pod whose claim is bound to a zonal volume goes to a node in that zone; a pod whose
+    claim does not exist is explained."""
+    await store.create("nodes", node("a1", zone="us-east-1a"))
+    await store.create("nodes", node("b1", zone="us-east-1b"))
+    zone_b = {
+        "required": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "topology.kubernetes.io/zone",
+                            "operator": "In",
+                            "values": ["us-east-1b"],
+                        }
+                    ]
+                }
+            ]
+        }
+    }
+    await store.create(
+        "persistentvolumes",
+        {
+            "metadata": {"name": "pv-data"},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "nodeAffinity": zone_b,
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"},
+            },
+        },
+    )
+    await store.create(
+        "persistentvolumeclaims",
+        {
+            "metadata": {"name": "data"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "10Gi"}},
+                "volumeName": "pv-data",
+            },
+        },
+        "default",
+    )
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    for index in range(3):
+        await store.create("pods", pod(f"db{index}", volumes=volumes), "default")
+    missing = [{"name": "data", "persistentVolumeClaim": {"claimName": "nope"}}]
+    await store.create("pods", pod("lost", volumes=missing), "default")
+    for index in range(3):
+        assert await eventually(lambda i=index: node_of(store, f"db{i}")) == "b1"
+    message = await eventually(lambda: unschedulable_message(store, "lost"))
+    assert message == '0/2 nodes are available: persistentvolumeclaim "nope" not found.'
