@@ -942,19 +942,19 @@ class _Solver:
 
     # -- new NodeClaims --------------------------------------------------------------------------
 
-    def _limit_room(self, pool: _Pool, head_bits: int) -> tuple[int, str | None]:
-        """(types that hold the head pod within the pool's remaining limits, the limit reached
-        when there are none)."""
+    def _limit_room(self, pool: _Pool, head_bits: int, share: int) -> tuple[int, str | None]:
+        """(types that hold the head pod within the pool's remaining limits split ``share``
+        ways, the limit reached when there are none)."""
         limits = pool.nodepool.limits
         if not limits.is_limited():
             return head_bits, None
-        if limits.nodes is not None and pool.nodes >= limits.nodes:
+        if limits.nodes is not None and pool.nodes + share > limits.nodes:
             return 0, f"nodes={limits.nodes}"
         bits = head_bits
         for d, limit in ((0, limits.cpu_millis), (1, limits.memory_bytes)):
             if limit is None:
                 continue
-            room = limit - pool.used_capacity[d]
+            room = (limit - pool.used_capacity[d]) // share
             allowed = 0
             for p in iter_bits(bits):
                 if self.catalog.capacity[p][d] <= room:
@@ -1015,7 +1015,7 @@ class _Solver:
                 best, best_key = p, key
         return best
 
-    def _provision(self, classes: list[_Class]) -> None:  # noqa: PLR0912 - one branch per constraint kind reads best
+    def _provision(self, classes: list[_Class]) -> None:
         for pool in self.pools:
             candidates = [c for c in classes if c.remaining and self._fit_pool(c, pool)[2] is None]
             for c in classes:
@@ -1023,64 +1023,169 @@ class _Solver:
                     reason = self._fit_pool(c, pool)[2]
                     if reason is not None:
                         c.reasons[pool.nodepool.name] = reason
-            if not candidates:
-                continue
-            self._demand = [0] * len(self.dimensions)
-            for c in candidates:
-                for d, amount in enumerate(c.request):
-                    self._demand[d] += amount * c.remaining
-            total = sum(c.remaining for c in candidates)
-            epoch_mark = total
-            self._epoch = 0
-            failed: set[int] = set()
-            while True:
-                head = next((c for c in candidates if c.remaining and c.id not in failed), None)
-                if head is None:
-                    break
-                if total < epoch_mark * 0.9:
-                    self._epoch += 1
-                    epoch_mark = total
-                _, head_bits, _ = self._fit_pool(head, pool)
-                head_bits, reached = self._limit_room(pool, head_bits)
-                if not head_bits:
-                    head.reasons[pool.nodepool.name] = (
-                        f"NodePool {pool.nodepool.name} limit {reached} reached"
-                    )
-                    failed.add(head.id)
-                    continue
-                target = self._choose_target(pool, head_bits)
-                b = _Bin(
-                    len(self.bins),
-                    f"nodeclaim-{len(self.claims) + 1}",
-                    self.catalog.allocatable[target],
-                    list(pool.overhead),
-                    pool=pool,
-                    requirements=pool.requirements,
-                    bits=pool.bits,
-                    target=target,
+            if candidates:
+                self._provision_pool(pool, candidates)
+
+    def _provision_pool(self, pool: _Pool, candidates: list[_Class]) -> None:  # noqa: PLR0912 - one branch per outcome
+        """New claims from one NodePool until its candidates are placed or ruled out."""
+        self._demand = [0] * len(self.dimensions)
+        for c in candidates:
+            for d, amount in enumerate(c.request):
+                self._demand[d] += amount * c.remaining
+        total = sum(c.remaining for c in candidates)
+        epoch_mark = total
+        self._epoch = 0
+        failed: set[int] = set()
+        while True:
+            head = next((c for c in candidates if c.remaining and c.id not in failed), None)
+            if head is None:
+                break
+            if total < epoch_mark * 0.9:
+                self._epoch += 1
+                epoch_mark = total
+            _, head_bits, _ = self._fit_pool(head, pool)
+            key, domains = self._spread_domains(head, pool, head_bits)
+            room_bits, reached = self._limit_room(pool, head_bits, max(1, len(domains)))
+            if not room_bits and domains:
+                key, domains = "", []
+                room_bits, reached = self._limit_room(pool, head_bits, 1)
+            if not room_bits:
+                head.reasons[pool.nodepool.name] = (
+                    f"NodePool {pool.nodepool.name} limit {reached} reached"
                 )
-                self.bins.append(b)
-                units = 1.0
-                alloc = self.catalog.allocatable[target]
-                for d, amount in enumerate(self._demand):
-                    if amount > 0:
-                        units = min(units, (alloc[d] - pool.overhead[d]) / amount)
-                # One copy of the head proves the claim can exist; the rest comes proportionally.
-                count, requirements, bits = self._max_copies(b, head, 1)
+                failed.add(head.id)
+                continue
+            target = self._choose_target(pool, room_bits)
+            bins = self._open_bins(pool, target, key, domains)
+            units = 1.0
+            alloc = self.catalog.allocatable[target]
+            for d, amount in enumerate(self._demand):
+                if amount > 0:
+                    units = min(units, (alloc[d] - pool.overhead[d]) / amount)
+            fraction = units if units < 1.0 else 0.0
+            # One copy of the head per claim proves the claims can exist; the rest comes
+            # proportionally, then largest-first.
+            placed = self._distribute(bins, head, len(bins))
+            if placed == 0:
+                for b in bins:
+                    self.bins.remove(b)
+                head.reasons[pool.nodepool.name] = (
+                    f"NodePool {pool.nodepool.name}: {self.last_failure}"
+                )
+                failed.add(head.id)
+                continue
+            if len(bins) == 1:
+                placed += self._fill(bins[0], candidates, fraction)
+            else:
+                placed += self._fill_set(bins, candidates, fraction * len(bins))
+            total -= placed
+            for b in bins:
+                if b.pods:
+                    self._close_claim(b)
+                else:
+                    self.bins.remove(b)
+            candidates = [c for c in candidates if c.remaining]
+
+    def _spread_domains(self, head: _Class, pool: _Pool, bits: int) -> tuple[str, list[str]]:
+        """For a head spread across zones (or capacity types): the key and the domains this
+        pool can launch it into. Claims are then opened one per domain and filled together,
+        so the spread's skew lets each take its share instead of one pod."""
+        for spread in head.spreads:
+            if spread.key not in (LABEL_ZONE, LABEL_CAPACITY_TYPE):
+                continue
+            term, _, _ = self._fit_pool(head, pool)
+            if term is None:
+                return "", []
+            zones = term.get(LABEL_ZONE)
+            capacity_types = term.get(LABEL_CAPACITY_TYPE)
+            values = set()
+            for (zone, capacity_type), pair_bits in self.catalog.zone_capacity_bits.items():
+                if (
+                    pair_bits & bits
+                    and (zones is None or zones.allows(zone))
+                    and (capacity_types is None or capacity_types.allows(capacity_type))
+                ):
+                    values.add(zone if spread.key == LABEL_ZONE else capacity_type)
+            domains = sorted(values & {str(v) for v in self._universe(head, spread)})
+            return (spread.key, domains) if len(domains) > 1 else ("", [])
+        return "", []
+
+    def _open_bins(self, pool: _Pool, target: int, key: str, domains: list[str]) -> list[_Bin]:
+        """New claims targeting ``target``: one, or one pinned to each domain it offers."""
+        pinned: list[Requirements] = []
+        for domain in domains:
+            requirements = pool.requirements.intersect(
+                Requirements.of([Requirement(key, Operator.IN, (domain,))])
+            )
+            if (self.catalog.compatible(requirements) >> target) & 1:
+                pinned.append(requirements)
+        if len(pinned) < 2:
+            pinned = [pool.requirements]
+        bins: list[_Bin] = []
+        for requirements in pinned:
+            b = _Bin(
+                len(self.bins),
+                f"nodeclaim-{len(self.claims) + len(bins) + 1}",
+                self.catalog.allocatable[target],
+                list(pool.overhead),
+                pool=pool,
+                requirements=requirements,
+                bits=pool.bits & self.catalog.compatible(requirements),
+                target=target,
+            )
+            self.bins.append(b)
+            bins.append(b)
+        return bins
+
+    def _distribute(self, bins: Sequence[_Bin], cls: _Class, want: int) -> int:
+        """Place up to ``want`` copies over ``bins``; a spread class round-robin, emptiest
+        domain first, so each claim's skew allowance grows as the others fill."""
+        if len(bins) == 1:
+            count, requirements, bits = self._max_copies(bins[0], cls, min(want, cls.remaining))
+            if count > 0:
+                self._place(bins[0], cls, count, requirements, bits)
+            return count
+        placed = 0
+        group = self.groups[cls.spreads[0].group] if cls.spreads else None
+        progress = True
+        while want > 0 and cls.remaining and progress:
+            progress = False
+            order: Sequence[_Bin] = bins
+            share = want
+            if group is not None:
+                order = sorted(
+                    bins, key=lambda b: (group.counts.get(self._domain(b, group.key), 0), b.id)
+                )
+                share = max(1, -(-want // len(bins)))
+            for b in order:
+                if want <= 0 or not cls.remaining:
+                    break
+                count, requirements, bits = self._max_copies(b, cls, min(share, want))
                 if count > 0:
-                    self._place(b, head, count, requirements, bits)
-                placed = count
-                if placed == 0:
-                    self.bins.pop()
-                    head.reasons[pool.nodepool.name] = (
-                        f"NodePool {pool.nodepool.name}: {self.last_failure}"
-                    )
-                    failed.add(head.id)
+                    self._place(b, cls, count, requirements, bits)
+                    placed += count
+                    want -= count
+                    progress = True
+        return placed
+
+    def _fill_set(self, bins: Sequence[_Bin], classes: Sequence[_Class], fraction: float) -> int:
+        """``_fill`` for claims filled together (see ``_spread_domains``)."""
+        placed = 0
+        if fraction > 0:
+            carry = 0.0
+            for cls in classes:
+                if not cls.remaining:
                     continue
-                placed += self._fill(b, candidates, units if units < 1.0 else 0.0)
-                total -= placed
-                self._close_claim(b)
-                candidates = [c for c in candidates if c.remaining]
+                carry += cls.remaining * fraction
+                want = min(int(carry), cls.remaining)
+                if want > 0:
+                    got = self._distribute(bins, cls, want)
+                    carry -= got
+                    placed += got
+        for cls in classes:
+            if cls.remaining:
+                placed += self._distribute(bins, cls, cls.remaining)
+        return placed
 
     def _close_claim(self, b: _Bin) -> None:
         pool = b.pool

@@ -684,3 +684,33 @@ def test_explain_counts_ruled_out_instance_types() -> None:
         "2 of 3 instance types remain" in line and "1 by resources" in line
         for line in explanation.lines
     )
+
+
+def test_zone_spread_deployment_packs_one_claim_per_zone() -> None:
+    """Thirty zone-spread pods become three claims of ten (one per zone), not thirty nodes."""
+    pods = [
+        pod(f"p{i}", 0.25, 0.25, labels={"app": "web"}, topology_spread=(_spread(ZONE),))
+        for i in range(30)
+    ]
+    result = run(pods, CATALOG)
+    assert sorted(len(c.pods) for c in result.new_claims) == [10, 10, 10]
+    assert sorted(c.offerings[0].zone for c in result.new_claims) == sorted(ZONES)
+
+
+def test_zone_spread_under_cpu_limit_stays_balanced() -> None:
+    """Under a cpu limit a zone-spread deployment schedules a balanced part and never exceeds it."""
+    pool = NodePool("default", limits=NodePoolLimits(cpu_millis=12000))
+    pods = [
+        pod(f"p{i}", 0.5, 0.25, labels={"app": "web"}, topology_spread=(_spread(ZONE),))
+        for i in range(60)
+    ]
+    result = run(pods, CATALOG, [pool])
+    per_zone = dict.fromkeys(ZONES, 0)
+    for claim in result.new_claims:
+        per_zone[claim.offerings[0].zone] += len(claim.pods)
+    assert max(per_zone.values()) - min(per_zone.values()) <= 1
+    assert sum(per_zone.values()) >= 18
+    capacity = {"small": 2000, "medium": 4000, "large": 8000}
+    reserved = sum(max(capacity[o.instance_type] for o in c.offerings) for c in result.new_claims)
+    assert reserved <= 12000
+    assert result.unschedulable[0].reason == "NodePool default limit cpu=12 reached"
