@@ -37,6 +37,7 @@ from scheduler_svc.kube.resources import (
     object_key,
     resource_version_of,
 )
+from scheduler_svc.kube.slim import SLIMMERS
 from scheduler_svc.kube.watch import (
     EventType,
     ObjectEvent,
@@ -226,8 +227,16 @@ class ClusterSnapshot:
 class ClusterMirror:
     """Objects of `resources`, kept current by `handle(event)`; not thread-safe (one loop)."""
 
-    def __init__(self, resources: Iterable[Resource] = MIRRORED_RESOURCES) -> None:
+    def __init__(
+        self,
+        resources: Iterable[Resource] = MIRRORED_RESOURCES,
+        *,
+        transforms: Mapping[Resource, Callable[[KubeObject], KubeObject]] = SLIMMERS,
+    ) -> None:
+        """`transforms` trim objects before they are stored (default: `kube.slim.SLIMMERS`,
+        which keeps what every scheduler component reads; pass {} to keep objects whole)."""
         self._stores: dict[Resource, _Store] = {r: _Store(_indexes_for(r)) for r in resources}
+        self._transforms = dict(transforms)
         self._listeners: list[ChangeListener] = []
         self._all_synced = asyncio.Event()
         self.generation = 0
@@ -244,9 +253,18 @@ class ClusterMirror:
         store = self._stores.get(event.resource)
         if store is None:
             return
+        transform = self._transforms.get(event.resource)
         if isinstance(event, Synced):
+            if transform is not None:
+                event = Synced(
+                    event.resource,
+                    tuple(transform(o) for o in event.objects),
+                    event.resource_version,
+                )
             self._replace_all(event, store)
         else:
+            if transform is not None:
+                event = ObjectEvent(event.resource, event.type, transform(event.object))
             self._apply(event, store)
 
     def _apply(self, event: ObjectEvent, store: _Store) -> None:

@@ -254,3 +254,20 @@ def test_only_unschedulable_unbound_live_non_daemonset_pods_are_provisionable(
     """A pod is provisionable only when kube-scheduler marked it Unschedulable and it is not
     bound, not terminating and not owned by a DaemonSet."""
     assert is_provisionable_pod(make()) is expected
+
+
+def test_the_mirror_stores_trimmed_pods_unless_told_otherwise() -> None:
+    """By default the mirror stores pods without container statuses (kube.slim); with no
+    transforms it stores them whole."""
+    full = pod("a", "1")
+    full["status"]["containerStatuses"] = [{"name": "app", "ready": False}]
+    trimmed, whole = ClusterMirror([PODS]), ClusterMirror([PODS], transforms={})
+    for mirror in (trimmed, whole):
+        mirror.handle(synced(PODS, full))
+
+    stored_trimmed = trimmed.get(PODS, "default/a")
+    stored_whole = whole.get(PODS, "default/a")
+    assert stored_trimmed is not None
+    assert stored_whole is not None
+    assert "containerStatuses" not in stored_trimmed["status"]
+    assert stored_whole["status"]["containerStatuses"] == [{"name": "app", "ready": False}]
