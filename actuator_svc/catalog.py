@@ -122,6 +122,10 @@ class Catalog:
         except ValueError:
             return None
 
+    def is_offered(self, instance_type: str, zone: str) -> bool:
+        """True when EC2 offers the type in the zone (per DescribeInstanceTypeOfferings)."""
+        return zone in self._zones.get(instance_type, ())
+
     def price(self, key: OfferingKey) -> float:
         """USD/hour of an offering (0.0 when unknown)."""
         if key.capacity_type == SPOT:

@@ -277,6 +277,8 @@ class Launcher:
             arch = await self._catalog.architecture(key.instance_type)
             if arch is None:
                 skipped[key] = SkippedOffering(key, "UnknownInstanceType")
+            elif not self._catalog.is_offered(key.instance_type, key.zone):
+                skipped[key] = SkippedOffering(key, "NotOfferedInZone")
             elif key.zone not in resolved.subnet_by_zone:
                 skipped[key] = SkippedOffering(key, "NoSubnetInZone")
             elif arch not in resolved.image_by_architecture:

@@ -59,6 +59,10 @@ class UnavailableOfferings:
                 found[key] = entry
         return found
 
+    def clear(self) -> None:
+        """Forget every entry (capacity is known to be back, or a test starts afresh)."""
+        self._entries.clear()
+
     def active(self, now_seconds: float) -> Mapping[OfferingKey, Unavailability]:
         """Every unexpired entry; expired ones are dropped on the way."""
         self._entries = {k: v for k, v in self._entries.items() if v.until_seconds > now_seconds}

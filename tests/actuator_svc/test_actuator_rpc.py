@@ -1,0 +1,438 @@
+"""The actuator over real gRPC on loopback, against the EC2 emulator over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+from grpc_status import rpc_status
+from structlog.testing import capture_logs
+
+from actuator_svc.core.user_data import read_node_registration
+from actuator_svc.service import RunningActuator
+from daiku.actuator.v1 import actuator_pb2 as pb
+from daiku.actuator.v1 import actuator_pb2_grpc
+from localcloud.ec2 import Ec2Emulator
+from tests.actuator_svc.conftest import ManualClock, launch_request, node_class, offering
+
+MIB = 1024**2
+Stub = actuator_pb2_grpc.ActuatorStub
+
+
+async def test_list_instance_types_reports_m5_large_allocatable(stub: Stub) -> None:
+    """ListInstanceTypes gives m5.large allocatable 1930m / 6903Mi / 29 pods with its labels."""
+    response = await stub.ListInstanceTypes(pb.ListInstanceTypesRequest())
+    types = {t.name: t for t in response.instance_types}
+    m5 = types["m5.large"]
+    assert m5.allocatable.cpu_millis == 1930
+    assert m5.allocatable.memory_bytes == 6903 * MIB
+    assert m5.allocatable.pods == 29
+    assert m5.capacity.memory_bytes == 7577 * MIB
+    assert m5.labels["karpenter.k8s.aws/instance-family"] == "m5"
+    assert m5.labels["kubernetes.io/arch"] == "amd64"
+    capacity_types = {o.capacity_type for o in m5.offerings}
+    assert capacity_types == {"spot", "on-demand"}
+    assert all(o.price > 0 and o.available for o in m5.offerings)
+
+
+async def test_kubelet_settings_change_allocatable(stub: Stub) -> None:
+    """maxPods=110 in the request raises pods to 110 and lowers memory by the larger reserve."""
+    response = await stub.ListInstanceTypes(
+        pb.ListInstanceTypesRequest(kubelet=pb.KubeletConfiguration(max_pods=110))
+    )
+    m5 = next(t for t in response.instance_types if t.name == "m5.large")
+    assert m5.allocatable.pods == 110
+    assert m5.allocatable.memory_bytes == (6903 - 11 * (110 - 29)) * MIB
+
+
+async def test_launch_tags_the_instance_and_registers_labels(
+    stub: Stub, emulator: Ec2Emulator
+) -> None:
+    """A launch returns the instance, tagged for the cluster, with user data holding labels."""
+    response = await stub.LaunchNodeClaim(
+        launch_request("web-launch1", offering("m5.large", "us-east-1b", "on-demand"))
+    )
+    assert response.instance_id.startswith("i-")
+    assert response.provider_id == f"aws:///us-east-1b/{response.instance_id}"
+    assert (response.instance_type, response.zone, response.capacity_type) == (
+        "m5.large", "us-east-1b", "on-demand",
+    )  # fmt: skip
+    assert response.price == pytest.approx(0.096)
+    assert response.image_id == emulator.image_ids["x86_64"]
+    assert len(response.attempts) == 1
+    got = await stub.GetNodeClaim(pb.GetNodeClaimRequest(nodeclaim_name="web-launch1"))
+    tags = dict(got.nodeclaim.tags)
+    assert tags["daiku.dev/cluster"] == "daiku"
+    assert tags["daiku.dev/nodepool"] == "default"
+    assert tags["daiku.dev/nodeclaim"] == "web-launch1"
+    assert tags["kubernetes.io/cluster/daiku"] == "owned"
+    assert tags["Name"] == "web-launch1"
+    assert tags["team"] == "platform"
+    # The user data of the instance registers the node with the claim's labels and taints.
+    import boto3
+
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=emulator.endpoint_url)
+    attribute = await asyncio.to_thread(
+        ec2.describe_instance_attribute, InstanceId=response.instance_id, Attribute="userData"
+    )
+    user_data = base64.b64decode(attribute["UserData"]["Value"]).decode()
+    registration = read_node_registration(user_data)
+    assert registration.labels["app"] == "web"
+    assert registration.labels["daiku.dev/nodepool"] == "default"
+    assert [str(t) for t in registration.taints] == ["dedicated=web:NoSchedule"]
+    volumes = await asyncio.to_thread(
+        ec2.describe_volumes,
+        Filters=[{"Name": "attachment.instance-id", "Values": [response.instance_id]}],
+    )
+    for volume in volumes["Volumes"]:
+        assert {"Key": "daiku.dev/nodeclaim", "Value": "web-launch1"} in volume.get("Tags", [])
+
+
+async def test_launch_logs_one_nodeclaim_launched_line(stub: Stub) -> None:
+    """Each launch logs one nodeclaim_launched event with claim, offering, price and latency."""
+    with capture_logs() as logs:
+        await stub.LaunchNodeClaim(
+            launch_request("web-log1", offering("c5.large", "us-east-1a", "on-demand"))
+        )
+    launched = [e for e in logs if e["event"] == "nodeclaim_launched"]
+    assert len(launched) == 1
+    line = launched[0]
+    assert line["nodeclaim"] == "web-log1"
+    assert line["nodepool"] == "default"
+    assert (line["instance_type"], line["zone"], line["capacity_type"]) == (
+        "c5.large", "us-east-1a", "on-demand",
+    )  # fmt: skip
+    assert line["attempts"] == 1
+    assert line["price"] > 0
+    assert line["latency_ms"] > 0
+
+
+async def test_terminate_twice_then_unknown_claim(stub: Stub) -> None:
+    """Terminating twice succeeds both times; a claim that never launched is NOT_FOUND."""
+    launched = await stub.LaunchNodeClaim(
+        launch_request("web-term1", offering("m5.large", "us-east-1a", "spot"))
+    )
+    first = await stub.TerminateNodeClaim(pb.TerminateNodeClaimRequest(nodeclaim_name="web-term1"))
+    second = await stub.TerminateNodeClaim(pb.TerminateNodeClaimRequest(nodeclaim_name="web-term1"))
+    assert first.instance_id == second.instance_id == launched.instance_id
+    assert first.state in ("shutting-down", "terminated")
+    assert second.state in ("shutting-down", "terminated")
+    listed = await stub.ListNodeClaims(pb.ListNodeClaimsRequest())
+    assert launched.instance_id not in {n.instance_id for n in listed.nodeclaims}
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.TerminateNodeClaim(pb.TerminateNodeClaimRequest(nodeclaim_name="never-was"))
+    assert info.value.code() is grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.GetNodeClaim(pb.GetNodeClaimRequest(nodeclaim_name="never-was"))
+    assert info.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+async def test_concurrent_duplicate_launches_make_one_instance(
+    stub: Stub, emulator: Ec2Emulator
+) -> None:
+    """Five concurrent launches of one claim, then a retry, all return the same one instance."""
+    request = launch_request("web-dup1", offering("m5.large", "us-east-1c", "spot"))
+    responses = await asyncio.gather(*(stub.LaunchNodeClaim(request) for _ in range(5)))
+    again = await stub.LaunchNodeClaim(request)
+    assert {r.instance_id for r in responses} | {again.instance_id} == {responses[0].instance_id}
+    assert sum(1 for r in responses if r.attempts) == 1  # the others found the instance
+    assert len(emulator.create_fleet_calls) == 1
+    listed = await stub.ListNodeClaims(pb.ListNodeClaimsRequest(nodepool_name="default"))
+    assert [n.nodeclaim_name for n in listed.nodeclaims].count("web-dup1") == 1
+
+
+async def test_ice_on_the_cheapest_pool_launches_in_the_next(
+    stub: Stub, emulator: Ec2Emulator
+) -> None:
+    """With the preferred pool out of capacity the claim lands on the next one in one call."""
+    emulator.set_capacity(
+        instance_type="m5.large", zone="us-east-1a", capacity_type="spot", available=False
+    )
+    response = await stub.LaunchNodeClaim(
+        launch_request(
+            "web-ice1",
+            offering("m5.large", "us-east-1a", "spot"),
+            offering("m5.large", "us-east-1b", "spot"),
+        )
+    )
+    assert (response.zone, response.capacity_type) == ("us-east-1b", "spot")
+    errors = [(e.offering.zone, e.error_code) for a in response.attempts for e in a.errors]
+    assert errors == [("us-east-1a", "InsufficientInstanceCapacity")]
+
+
+async def test_all_spot_exhausted_falls_back_to_on_demand_at_once(
+    stub: Stub, emulator: Ec2Emulator
+) -> None:
+    """When every spot pool ICEs, the next CreateFleet is on-demand and launches."""
+    for zone in ("us-east-1a", "us-east-1b"):
+        emulator.set_capacity(
+            instance_type="c5.large", zone=zone, capacity_type="spot", available=False
+        )
+    response = await stub.LaunchNodeClaim(
+        launch_request(
+            "web-fallback1",
+            offering("c5.large", "us-east-1a", "spot"),
+            offering("c5.large", "us-east-1b", "spot"),
+            offering("c5.large", "us-east-1a", "on-demand"),
+        )
+    )
+    assert response.capacity_type == "on-demand"
+    assert [len(a.errors) for a in response.attempts] == [2, 0]
+    calls = emulator.create_fleet_calls
+    assert [c.capacity_type for c in calls] == ["spot", "on-demand"]
+    gap = calls[1].received_monotonic_seconds - calls[0].responded_monotonic_seconds
+    assert gap < 0.5  # "at once": no batch window between the calls
+
+
+async def test_every_offering_exhausted_is_resource_exhausted_with_reasons(
+    stub: Stub, emulator: Ec2Emulator
+) -> None:
+    """When no offering has capacity the call fails RESOURCE_EXHAUSTED with per-offering errors."""
+    for capacity_type in ("spot", "on-demand"):
+        emulator.set_capacity(
+            instance_type="r5.large", zone="us-east-1a", capacity_type=capacity_type,
+            available=False,
+        )  # fmt: skip
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.LaunchNodeClaim(
+            launch_request(
+                "web-none1",
+                offering("r5.large", "us-east-1a", "spot"),
+                offering("r5.large", "us-east-1a", "on-demand"),
+            )
+        )
+    assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    status = rpc_status.from_call(info.value)
+    assert status is not None
+    failure = pb.LaunchNodeClaimFailure()
+    assert status.details[0].Unpack(failure)
+    assert failure.nodeclaim_name == "web-none1"
+    reasons = {(e.offering.capacity_type, e.error_code) for a in failure.attempts for e in a.errors}
+    assert reasons == {
+        ("spot", "InsufficientInstanceCapacity"),
+        ("on-demand", "InsufficientInstanceCapacity"),
+    }
+
+
+async def test_iced_offering_is_skipped_until_the_ttl_passes(
+    stub: Stub, emulator: Ec2Emulator, clock: ManualClock
+) -> None:
+    """An ICE'd offering is left out of CreateFleet for 3 minutes, reported unavailable, then
+    tried again."""
+    emulator.set_capacity(
+        instance_type="m5.xlarge", zone="us-east-1a", capacity_type="spot", available=False
+    )
+    offerings = [
+        offering("m5.xlarge", "us-east-1a", "spot"),
+        offering("m5.xlarge", "us-east-1b", "spot"),
+    ]
+    await stub.LaunchNodeClaim(launch_request("web-ttl1", *offerings))
+    emulator.reset_capacity()
+    emulator.clear_create_fleet_calls()
+    catalog = await stub.ListInstanceTypes(pb.ListInstanceTypesRequest())
+    m5 = next(t for t in catalog.instance_types if t.name == "m5.xlarge")
+    iced = next(o for o in m5.offerings if o.zone == "us-east-1a" and o.capacity_type == "spot")
+    assert not iced.available
+    assert iced.unavailable_reason == "InsufficientInstanceCapacity"
+    assert iced.unavailable_until.ToSeconds() == pytest.approx(clock.now + 180, abs=1)
+
+    clock.advance(179)
+    second = await stub.LaunchNodeClaim(launch_request("web-ttl2", *offerings))
+    assert second.zone == "us-east-1b"
+    sent = {p.zone for p in emulator.create_fleet_calls[-1].overrides}
+    assert sent == {"us-east-1b"}
+
+    clock.advance(2)
+    third = await stub.LaunchNodeClaim(launch_request("web-ttl3", *offerings))
+    assert third.zone == "us-east-1a"
+
+
+async def test_throttling_is_retried_with_backoff(stub: Stub, emulator: Ec2Emulator) -> None:
+    """Two RequestLimitExceeded answers are retried; the launch succeeds on the third call."""
+    emulator.inject_fault(action="CreateFleet", error_code="RequestLimitExceeded", count=2)
+    response = await stub.LaunchNodeClaim(
+        launch_request("web-throttle1", offering("m5.large", "us-east-1d", "on-demand"))
+    )
+    assert response.instance_id
+    calls = emulator.create_fleet_calls
+    assert [c.request_error for c in calls] == [
+        "RequestLimitExceeded",
+        "RequestLimitExceeded",
+        None,
+    ]
+    assert calls[1].received_monotonic_seconds > calls[0].responded_monotonic_seconds
+
+
+async def test_persistent_throttling_is_unavailable(stub: Stub, emulator: Ec2Emulator) -> None:
+    """Throttling that outlasts the bounded retries ends in UNAVAILABLE after 4 calls."""
+    emulator.inject_fault(action="CreateFleet", error_code="RequestLimitExceeded", count=50)
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.LaunchNodeClaim(
+            launch_request("web-throttle2", offering("m5.large", "us-east-1d", "on-demand"))
+        )
+    assert info.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "RequestLimitExceeded" in (info.value.details() or "")
+    assert len(emulator.create_fleet_calls) == 4
+
+
+async def test_permanent_errors_fail_fast(stub: Stub, emulator: Ec2Emulator) -> None:
+    """An authorization error is not retried: FAILED_PRECONDITION after one call."""
+    emulator.inject_fault(
+        action="CreateFleet", error_code="UnauthorizedOperation", http_status=403, count=1
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.LaunchNodeClaim(
+            launch_request("web-denied1", offering("m5.large", "us-east-1d", "on-demand"))
+        )
+    assert info.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert "UnauthorizedOperation" in (info.value.details() or "")
+    assert len(emulator.create_fleet_calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda r: r.ClearField("nodeclaim_name"), "nodeclaim_name"),
+        (lambda r: setattr(r, "nodepool_name", "Not_A_Name"), "nodepool_name"),
+        (lambda r: r.ClearField("offerings"), "offerings"),
+        (lambda r: setattr(r.offerings[0], "capacity_type", "cheap"), "offerings[0].capacity_type"),
+        (lambda r: setattr(r.offerings[0], "zone", ""), "offerings[0].zone"),
+        (
+            lambda r: r.node_class.ClearField("subnet_selector_terms"),
+            "node_class.subnet_selector_terms",
+        ),
+        (
+            lambda r: r.node_class.tags.update({"daiku.dev/nodeclaim": "other"}),
+            "node_class.tags['daiku.dev/nodeclaim']",
+        ),
+        (lambda r: setattr(r.taints[0], "effect", "Sometimes"), "taints[0].effect"),
+        (
+            lambda r: r.node_class.ami_selector_terms[0].__setattr__("alias", "windows@latest"),
+            "node_class.ami_selector_terms[0].alias",
+        ),
+        (lambda r: r.kubelet.system_reserved.update({"cpu": "lots"}), "kubelet.system_reserved"),
+    ],
+)
+async def test_invalid_requests_name_the_field(stub: Stub, mutate: object, field: str) -> None:
+    """A malformed LaunchNodeClaim is INVALID_ARGUMENT and the message names the field."""
+    request = launch_request("web-bad1", offering("m5.large", "us-east-1a", "spot"))
+    mutate(request)  # type: ignore[operator]
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.LaunchNodeClaim(request)
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert (info.value.details() or "").startswith(field)
+
+
+async def test_node_class_matching_nothing_is_invalid(stub: Stub) -> None:
+    """Subnet terms that match no subnet are INVALID_ARGUMENT naming the terms."""
+    request = launch_request(
+        "web-nosubnet1",
+        offering("m5.large", "us-east-1a", "spot"),
+        node_class=node_class(
+            subnet_selector_terms=[pb.SubnetSelectorTerm(tags={"karpenter.sh/discovery": "none"})]
+        ),
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.LaunchNodeClaim(request)
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert (info.value.details() or "").startswith("node_class.subnet_selector_terms")
+
+
+async def test_wrong_token_is_unauthenticated(actuator: RunningActuator) -> None:
+    """Calls without the right bearer token are UNAUTHENTICATED; health answers without one."""
+    async with grpc.aio.insecure_channel(actuator.address) as channel:
+        stub = actuator_pb2_grpc.ActuatorStub(channel)
+        for metadata in ((("authorization", "Bearer wrong"),), ()):
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.ListNodeClaims(pb.ListNodeClaimsRequest(), metadata=metadata)
+            assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_health_and_reflection_answer(actuator: RunningActuator) -> None:
+    """The standard health service says SERVING and reflection lists the Actuator service."""
+    async with grpc.aio.insecure_channel(actuator.address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "daiku.actuator.v1.Actuator"):
+            answer = await health.Check(health_pb2.HealthCheckRequest(service=service))
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    # The reflection client is synchronous: run it on a thread with its own channel.
+
+    def services() -> list[str]:
+        with grpc.insecure_channel(actuator.address) as sync_channel:
+            return list(ProtoReflectionDescriptorDatabase(sync_channel).get_services())
+
+    assert "daiku.actuator.v1.Actuator" in await asyncio.to_thread(services)
+
+
+async def test_spot_interruption_is_streamed_and_marks_the_offering(
+    stub: Stub, emulator: Ec2Emulator
+) -> None:
+    """A spot interruption warning on the queue reaches the watcher with the claim and offering,
+    and its offering is reported unavailable."""
+    launched = await stub.LaunchNodeClaim(
+        launch_request("web-interrupt1", offering("m5.2xlarge", "us-east-1c", "spot"))
+    )
+    stream = stub.WatchCloudEvents(pb.WatchCloudEventsRequest())
+    emulator.send_spot_interruption(launched.instance_id)
+    event = await asyncio.wait_for(stream.read(), timeout=20)
+    stream.cancel()
+    assert event.kind == pb.CLOUD_EVENT_KIND_SPOT_INTERRUPTION_WARNING
+    assert event.instance_id == launched.instance_id
+    assert event.nodeclaim_name == "web-interrupt1"
+    assert event.provider_id == launched.provider_id
+    assert event.deadline.ToSeconds() - event.time.ToSeconds() == 120
+    catalog = await stub.ListInstanceTypes(pb.ListInstanceTypesRequest())
+    m5 = next(t for t in catalog.instance_types if t.name == "m5.2xlarge")
+    spot_c = next(o for o in m5.offerings if o.zone == "us-east-1c" and o.capacity_type == "spot")
+    assert (spot_c.available, spot_c.unavailable_reason) == (False, "SpotInterruption")
+
+
+async def test_metrics_count_launches_and_ice(
+    stub: Stub, emulator: Ec2Emulator, actuator: RunningActuator
+) -> None:
+    """Launch and ICE counters and the CreateFleet histogram move with a launch."""
+    registry = actuator.metrics.registry
+
+    def value(name: str, **labels: str) -> float:
+        return registry.get_sample_value(name, labels) or 0.0
+
+    before = value("daiku_actuator_launches_total", capacity_type="on-demand", outcome="launched")
+    emulator.set_capacity(
+        instance_type="m5.large", zone="us-east-1f", capacity_type="spot", available=False
+    )
+    await stub.LaunchNodeClaim(
+        launch_request(
+            "web-metrics1",
+            offering("m5.large", "us-east-1f", "spot"),
+            offering("m5.large", "us-east-1f", "on-demand"),
+        )
+    )
+    after = value("daiku_actuator_launches_total", capacity_type="on-demand", outcome="launched")
+    assert after == before + 1
+    ice = value(
+        "daiku_actuator_unavailable_offering_errors_total",
+        instance_type="m5.large", zone="us-east-1f", capacity_type="spot",
+        error_code="InsufficientInstanceCapacity",
+    )  # fmt: skip
+    assert ice == 1
+    assert value("daiku_actuator_unavailable_offerings") >= 1
+    assert value("daiku_actuator_create_fleet_duration_seconds_count", capacity_type="spot") >= 1
+
+
+async def test_offerings_ec2_does_not_have_are_not_sent(stub: Stub, emulator: Ec2Emulator) -> None:
+    """An offering in a zone that lacks the type is skipped without a CreateFleet call."""
+    response = await stub.LaunchNodeClaim(
+        launch_request(
+            "web-zone1",
+            offering("m5.large", "us-east-1e", "spot"),  # m5.large is not offered in 1e
+            offering("m5.large", "us-east-1a", "on-demand"),
+        )
+    )
+    assert (response.zone, response.capacity_type) == ("us-east-1a", "on-demand")
+    assert [c.capacity_type for c in emulator.create_fleet_calls] == ["on-demand"]
