@@ -11,6 +11,8 @@ How it works (and why it is fast):
   slice of every compatible class first (so cpu-heavy and memory-heavy pods share nodes), then
   fills what is left largest-first. Its final instance type is the cheapest that holds what it
   got; every other compatible offering follows, cheapest first, as the actuator's fallbacks.
+  When the anchoring class spreads across zones (or capacity types), one claim per domain is
+  opened and the claims are filled together, round-robin, so the skew lets each take its share.
 * Instance types are bitsets (``CatalogIndex``); topology counts are kept per group and domain
   and updated as pods are placed, never recounted.
 * Preferences (preferred node/pod affinity, ScheduleAnyway spreads) start as requirements and
