@@ -36,7 +36,9 @@ Contract (every method is a coroutine unless marked; none of them blocks on I/O)
   with grace 0 (the kubelet's job); otherwise it is removed at once. Dependents (by
   ownerReferences uid) of a removed object are deleted in the background when none of their
   owners remain; "Foreground" holds the owner (finalizer `foregroundDeletion`) until they are
-  gone, "Orphan" strips the owner reference instead. A namespace being deleted is Terminating
+  gone, "Orphan" strips the owner reference instead. An object created or updated with owner
+  references none of which exists is collected on the next loop iteration, as kube's garbage
+  collector does. A namespace being deleted is Terminating
   until everything in it is gone. Returns the object as last stored.
 - `bind(namespace, pod_name, node_name)`: sets spec.nodeName + PodScheduled=True; Conflict when
   already bound.
@@ -87,6 +89,7 @@ from typing import Any, Final
 
 from localcloud.kube.errors import (
     AlreadyExists,
+    ApiError,
     BadRequest,
     Conflict,
     Forbidden,
@@ -332,6 +335,8 @@ class Store:
         self._dry_run = False
         self._pdb_dirty: set[str] = set()
         self._pdb_refresh: asyncio.Handle | None = None
+        self._dangling: set[tuple[str, str, str]] = set()
+        self._dangling_check: asyncio.Handle | None = None
         self._types: dict[str, ResourceType] = {}
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._uids: dict[str, tuple[ResourceType, str, str]] = {}
@@ -566,6 +571,10 @@ class Store:
             bucket.objects[key] = obj
             self._uids[uid] = (rt, key[0], key[1])
         self._index_owners(rt, obj if kind != DELETED else None, previous)
+        if kind != DELETED and meta.get("ownerReferences"):
+            owners = meta["ownerReferences"]
+            if not any(o.get("uid") in self._uids for o in owners):
+                self._schedule_dangling_check((rt.key, key[0], key[1]))
         if rt.key in ("v1/pods", "policy/v1/poddisruptionbudgets"):
             self._schedule_budget_status(key[0])
         bucket.log.append(WatchEvent(kind, obj, self._rv, previous))
@@ -718,6 +727,15 @@ class Store:
                     kind=rt.kind,
                     name=name,
                 )
+        for index, owner in enumerate(obj["metadata"].get("ownerReferences") or []):
+            for field in ("apiVersion", "kind", "name", "uid"):
+                if not (isinstance(owner, dict) and owner.get(field)):
+                    raise Invalid(
+                        f'{rt.kind} "{name}" is invalid: '
+                        f"metadata.ownerReferences[{index}].{field}: Required value",
+                        kind=rt.kind,
+                        name=name,
+                    )
         if rt.key == "v1/pods" and not (obj.get("spec") or {}).get("containers"):
             raise Invalid(
                 f'Pod "{name}" is invalid: spec.containers: Required value',
@@ -1206,6 +1224,31 @@ class Store:
             )
 
     # ---------------------------------------------------- disruption budget status
+
+    def _schedule_dangling_check(self, ref: tuple[str, str, str]) -> None:
+        """An object whose owners all do not exist is collected soon, as the garbage
+        collector does when it finds a dependent of a missing owner."""
+        self._dangling.add(ref)
+        if self._dangling_check is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._collect_dangling()
+                return
+            self._dangling_check = loop.call_soon(self._collect_dangling)
+
+    def _collect_dangling(self) -> None:
+        self._dangling_check = None
+        pending, self._dangling = self._dangling, set()
+        for key, namespace, name in sorted(pending):
+            rt = self._types.get(key)
+            obj = None if rt is None else self._bucket(rt).objects.get((namespace, name))
+            if rt is None or obj is None or obj["metadata"].get("deletionTimestamp"):
+                continue
+            owners = obj["metadata"].get("ownerReferences") or []
+            if owners and not any(o.get("uid") in self._uids for o in owners):
+                with contextlib.suppress(ApiError):
+                    self._delete(rt, name, namespace or None, propagation_policy="Background")
 
     def _schedule_budget_status(self, namespace: str) -> None:
         """Refresh the status of the namespace's PodDisruptionBudgets soon (coalesced), as the

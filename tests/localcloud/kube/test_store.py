@@ -562,3 +562,19 @@ async def test_watch_from_a_version_never_reached_is_an_error() -> None:
     assert (
         too_large.value.to_status()["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
     )
+
+
+async def test_dependents_of_missing_owners_are_collected() -> None:
+    """An object whose owner references all point at missing objects is garbage collected."""
+    store = Store()
+    body = pod("orphan")
+    body["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "no-such-uid"}
+    ]
+    await store.create("pods", body, "default")
+    await asyncio.sleep(0)  # the collector runs on the next loop iteration
+    with pytest.raises(NotFound):
+        await store.get("pods", "orphan", "default")
+    body["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "ds"}]
+    with pytest.raises(Invalid, match=r"ownerReferences\[0\]\.apiVersion: Required"):
+        await store.create("pods", body, "default")
