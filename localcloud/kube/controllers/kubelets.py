@@ -174,7 +174,9 @@ class Kubelets:
     async def sync_instances(self, source: InstanceSource, poll_started: float) -> None:
         """One poll: register new instances, retire gone ones."""
         instances = await source.instances()
-        for instance_id, instance in sorted(instances.items()):
+        for index, (instance_id, instance) in enumerate(sorted(instances.items())):
+            if index % 64 == 63:
+                await asyncio.sleep(0)
             kubelet = self._kubelets.get(instance_id)
             if instance.state in _LIVE_STATES:
                 if kubelet is None:
@@ -368,7 +370,9 @@ class Kubelets:
     async def _renew_leases(self) -> None:
         while True:
             await asyncio.sleep(self.lease_renew_seconds)
-            for kubelet in list(self._kubelets.values()):
+            for index, kubelet in enumerate(list(self._kubelets.values())):
+                if index % 64 == 63:
+                    await asyncio.sleep(0)  # a thousand renewals must not stall the API server
                 if kubelet.registered:
                     await self._write_lease(kubelet)
 

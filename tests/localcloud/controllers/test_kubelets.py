@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
@@ -38,80 +39,70 @@ def emulator() -> Iterator[Ec2Emulator]:
         yield running
 
 
-@pytest.fixture(autouse=True)
-def cluster(request: pytest.FixtureRequest) -> str:
-    """A cluster name per test, so instances of other tests are other clusters' instances."""
-    global CLUSTER  # noqa: PLW0603 - the helpers below read the test's cluster name
-    CLUSTER = request.node.name.removeprefix("test_").replace("_", "-")[:40]
-    return CLUSTER
+@dataclass
+class Cluster:
+    """One test's cluster: its name, store, EC2 client and the kubelets it starts."""
 
+    name: str
+    emulator: Ec2Emulator
+    ec2: Any
+    store: Store = field(default_factory=Store)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
-CLUSTER = "daiku"
+    def tags(self) -> list[dict[str, str]]:
+        return [
+            {"Key": "daiku.dev/cluster", "Value": self.name},
+            {"Key": f"kubernetes.io/cluster/{self.name}", "Value": "owned"},
+            {"Key": "daiku.dev/nodepool", "Value": "default"},
+            {"Key": "daiku.dev/nodeclaim", "Value": "default-abcde"},
+        ]
 
+    def user_data(self) -> str:
+        return render_user_data(ClusterEndpoint(name=self.name), REGISTRATION)
 
-def cluster_tags() -> list[dict[str, str]]:
-    return [
-        {"Key": "daiku.dev/cluster", "Value": CLUSTER},
-        {"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"},
-        {"Key": "daiku.dev/nodepool", "Value": "default"},
-        {"Key": "daiku.dev/nodeclaim", "Value": "default-abcde"},
-    ]
+    def start_kubelets(self, **settings: Any) -> None:
+        kubelets = Kubelets(
+            self.store,
+            cluster_name=self.name,
+            poll_seconds=0.05,
+            **{"ec2_endpoint_url": self.emulator.endpoint_url, "boot_seconds": 0.0, **settings},
+        )
+        self.tasks.append(asyncio.create_task(kubelets.run()))
+
+    async def run_instance(self, *, instance_type: str = "m5.large", spot: bool = False) -> str:
+        request: dict[str, Any] = {
+            "ImageId": self.emulator.image_ids["x86_64"],
+            "InstanceType": instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "SubnetId": self.emulator.subnet_ids["us-east-1b"],
+            "UserData": self.user_data(),
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": self.tags()}],
+        }
+        if spot:
+            request["InstanceMarketOptions"] = {"MarketType": "spot"}
+        reservation = await asyncio.to_thread(lambda: self.ec2.run_instances(**request))
+        instance_id: str = reservation["Instances"][0]["InstanceId"]
+        return instance_id
 
 
 @pytest.fixture
-def ec2(emulator: Ec2Emulator) -> Any:
-    return boto3.client(
+async def cluster(request: pytest.FixtureRequest, emulator: Ec2Emulator) -> AsyncIterator[Cluster]:
+    """A cluster named after the test, so other tests' instances belong to other clusters."""
+    ec2 = boto3.client(
         "ec2",
         endpoint_url=emulator.endpoint_url,
         region_name="us-east-1",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
-
-
-async def start_kubelets(
-    store: Store, emulator: Ec2Emulator, **settings: Any
-) -> asyncio.Task[None]:
-    kubelets = Kubelets(
-        store,
-        ec2_endpoint_url=emulator.endpoint_url,
-        cluster_name=CLUSTER,
-        poll_seconds=0.05,
-        **{"boot_seconds": 0.0, **settings},
-    )
-    return asyncio.create_task(kubelets.run())
-
-
-@pytest.fixture
-async def kubelet_runner() -> AsyncIterator[Callable[[asyncio.Task[None]], None]]:
-    tasks: list[asyncio.Task[None]] = []
-    yield tasks.append
-    for task in tasks:
+    name = request.node.name.removeprefix("test_").replace("_", "-")[:40]
+    running = Cluster(name=name, emulator=emulator, ec2=ec2)
+    yield running
+    for task in running.tasks:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-
-
-def user_data(registration: NodeRegistration = REGISTRATION) -> str:
-    return render_user_data(ClusterEndpoint(name=CLUSTER), registration)
-
-
-def run_instance(
-    ec2: Any, emulator: Ec2Emulator, *, instance_type: str = "m5.large", spot: bool = False
-) -> str:
-    request: dict[str, Any] = {
-        "ImageId": emulator.image_ids["x86_64"],
-        "InstanceType": instance_type,
-        "MinCount": 1,
-        "MaxCount": 1,
-        "SubnetId": emulator.subnet_ids["us-east-1b"],
-        "UserData": user_data(),
-        "TagSpecifications": [{"ResourceType": "instance", "Tags": cluster_tags()}],
-    }
-    if spot:
-        request["InstanceMarketOptions"] = {"MarketType": "spot"}
-    instance_id: str = ec2.run_instances(**request)["Instances"][0]["InstanceId"]
-    return instance_id
 
 
 async def node_with_provider_id(store: Store, provider_suffix: str) -> dict[str, Any] | None:
@@ -125,21 +116,21 @@ def ready_status(node: dict[str, Any]) -> str:
     return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
 
 
-async def test_instance_registers_as_a_ready_node(
-    emulator: Ec2Emulator, ec2: Any, kubelet_runner: Callable[[asyncio.Task[None]], None]
-) -> None:
+async def test_instance_registers_as_a_ready_node(cluster: Cluster) -> None:
     """A cluster instance becomes a Ready node with its type's labels, the user data's labels
     and taints, its providerID, and the EKS allocatable for maxPods 20."""
-    store = Store()
-    kubelet_runner(await start_kubelets(store, emulator))
-    instance_id = await asyncio.to_thread(run_instance, ec2, emulator)
+    store = cluster.store
+    cluster.start_kubelets()
+    instance_id = await cluster.run_instance()
 
     async def ready_node() -> dict[str, Any] | None:
         found = await node_with_provider_id(store, f"/{instance_id}")
         return found if found and ready_status(found) == "True" else None
 
     node = await eventually(ready_node)
-    described = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    described = cluster.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0][
+        "Instances"
+    ][0]
     assert node["metadata"]["name"] == described["PrivateDnsName"]
     assert node["spec"]["providerID"] == f"aws:///us-east-1b/{instance_id}"
     labels = node["metadata"]["labels"]
@@ -164,33 +155,29 @@ async def test_instance_registers_as_a_ready_node(
     assert lease["spec"]["holderIdentity"] == node["metadata"]["name"]
 
 
-async def test_node_is_not_ready_until_it_has_booted(
-    emulator: Ec2Emulator, ec2: Any, kubelet_runner: Callable[[asyncio.Task[None]], None]
-) -> None:
+async def test_node_is_not_ready_until_it_has_booted(cluster: Cluster) -> None:
     """Before boot_seconds pass, the node is registered NotReady and tainted not-ready."""
-    store = Store()
-    kubelet_runner(await start_kubelets(store, emulator, boot_seconds=3600))
-    instance_id = await asyncio.to_thread(run_instance, ec2, emulator)
+    store = cluster.store
+    cluster.start_kubelets(boot_seconds=3600)
+    instance_id = await cluster.run_instance()
     node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
     assert ready_status(node) == "False"
     assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in node["spec"]["taints"]
 
 
-async def test_spot_instance_from_create_fleet_is_a_spot_node(
-    emulator: Ec2Emulator, ec2: Any, kubelet_runner: Callable[[asyncio.Task[None]], None]
-) -> None:
+async def test_spot_instance_from_create_fleet_is_a_spot_node(cluster: Cluster) -> None:
     """A spot instance launched by CreateFleet from a launch template with user data registers
     as a spot node carrying the user data's labels."""
-    store = Store()
-    kubelet_runner(await start_kubelets(store, emulator))
-    template = ec2.create_launch_template(
-        LaunchTemplateName=f"{CLUSTER}-default",
+    store = cluster.store
+    cluster.start_kubelets()
+    template = cluster.ec2.create_launch_template(
+        LaunchTemplateName=f"{cluster.name}-default",
         LaunchTemplateData={
-            "ImageId": emulator.image_ids["x86_64"],
-            "UserData": base64.b64encode(user_data().encode()).decode(),
+            "ImageId": cluster.emulator.image_ids["x86_64"],
+            "UserData": base64.b64encode(cluster.user_data().encode()).decode(),
         },
     )["LaunchTemplate"]["LaunchTemplateId"]
-    response = ec2.create_fleet(
+    response = cluster.ec2.create_fleet(
         Type="instant",
         TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"},
         SpotOptions={"AllocationStrategy": "price-capacity-optimized"},
@@ -198,11 +185,14 @@ async def test_spot_instance_from_create_fleet_is_a_spot_node(
             {
                 "LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": "$Latest"},
                 "Overrides": [
-                    {"InstanceType": "c5.xlarge", "SubnetId": emulator.subnet_ids["us-east-1a"]}
+                    {
+                        "InstanceType": "c5.xlarge",
+                        "SubnetId": cluster.emulator.subnet_ids["us-east-1a"],
+                    }
                 ],
             }
         ],
-        TagSpecifications=[{"ResourceType": "instance", "Tags": cluster_tags()}],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": cluster.tags()}],
     )
     instance_id = response["Instances"][0]["InstanceIds"][0]
     node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
@@ -211,14 +201,12 @@ async def test_spot_instance_from_create_fleet_is_a_spot_node(
     assert node["metadata"]["labels"]["team"] == "checkout"
 
 
-async def test_other_clusters_instances_are_ignored(
-    emulator: Ec2Emulator, ec2: Any, kubelet_runner: Callable[[asyncio.Task[None]], None]
-) -> None:
+async def test_other_clusters_instances_are_ignored(cluster: Cluster) -> None:
     """An instance without this cluster's tags never becomes a node."""
-    store = Store()
-    kubelet_runner(await start_kubelets(store, emulator))
-    ec2.run_instances(
-        ImageId=emulator.image_ids["x86_64"],
+    store = cluster.store
+    cluster.start_kubelets()
+    cluster.ec2.run_instances(
+        ImageId=cluster.emulator.image_ids["x86_64"],
         InstanceType="m5.large",
         MinCount=1,
         MaxCount=1,
@@ -226,19 +214,17 @@ async def test_other_clusters_instances_are_ignored(
             {"ResourceType": "instance", "Tags": [{"Key": "daiku.dev/cluster", "Value": "other"}]}
         ],
     )
-    ours = await asyncio.to_thread(run_instance, ec2, emulator)
+    ours = await cluster.run_instance()
     await eventually(lambda: node_with_provider_id(store, f"/{ours}"))
     assert len((await store.list("nodes")).items) == 1
 
 
-async def test_bound_pods_run_and_graceful_deletion_completes(
-    emulator: Ec2Emulator, ec2: Any, kubelet_runner: Callable[[asyncio.Task[None]], None]
-) -> None:
+async def test_bound_pods_run_and_graceful_deletion_completes(cluster: Cluster) -> None:
     """A pod bound to a Ready node goes Running with a pod IP and ready containers; deleting it
     gracefully removes it once its containers stop."""
-    store = Store()
-    kubelet_runner(await start_kubelets(store, emulator))
-    instance_id = await asyncio.to_thread(run_instance, ec2, emulator)
+    store = cluster.store
+    cluster.start_kubelets()
+    instance_id = await cluster.run_instance()
     node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
     name = node["metadata"]["name"]
     await store.create("pods", pod("web", nodeName=name), "default")
@@ -263,15 +249,13 @@ async def test_bound_pods_run_and_graceful_deletion_completes(
     await eventually(gone)
 
 
-async def test_terminated_instance_removes_its_node(
-    emulator: Ec2Emulator, ec2: Any, kubelet_runner: Callable[[asyncio.Task[None]], None]
-) -> None:
+async def test_terminated_instance_removes_its_node(cluster: Cluster) -> None:
     """Terminating the instance deletes its Node and its Lease."""
-    store = Store()
-    kubelet_runner(await start_kubelets(store, emulator))
-    instance_id = await asyncio.to_thread(run_instance, ec2, emulator)
+    store = cluster.store
+    cluster.start_kubelets()
+    instance_id = await cluster.run_instance()
     node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
-    ec2.terminate_instances(InstanceIds=[instance_id])
+    cluster.ec2.terminate_instances(InstanceIds=[instance_id])
 
     async def gone() -> bool:
         return await node_with_provider_id(store, f"/{instance_id}") is None
@@ -280,13 +264,11 @@ async def test_terminated_instance_removes_its_node(
     assert store.get_nowait("leases", node["metadata"]["name"], "kube-node-lease") is None
 
 
-async def test_deleted_node_of_a_running_instance_registers_again(
-    emulator: Ec2Emulator, ec2: Any, kubelet_runner: Callable[[asyncio.Task[None]], None]
-) -> None:
+async def test_deleted_node_of_a_running_instance_registers_again(cluster: Cluster) -> None:
     """Deleting the Node of a running instance makes its kubelet register it again."""
-    store = Store()
-    kubelet_runner(await start_kubelets(store, emulator))
-    instance_id = await asyncio.to_thread(run_instance, ec2, emulator)
+    store = cluster.store
+    cluster.start_kubelets()
+    instance_id = await cluster.run_instance()
     node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
     await store.delete("nodes", node["metadata"]["name"])
 
@@ -297,29 +279,26 @@ async def test_deleted_node_of_a_running_instance_registers_again(
     await eventually(registered_again)
 
 
-async def test_in_process_source_sees_the_same_instances(
-    emulator: Ec2Emulator, ec2: Any, kubelet_runner: Callable[[asyncio.Task[None]], None]
-) -> None:
+async def test_in_process_source_sees_the_same_instances(cluster: Cluster) -> None:
     """Reading the emulator in process, kubelets register the same Ready node (spot, with the
     user data's labels) and retire it when the instance terminates."""
-    store = Store()
-    kubelets = Kubelets(
-        store, emulator=emulator, cluster_name=CLUSTER, poll_seconds=0.05, boot_seconds=0
-    )
-    kubelet_runner(asyncio.create_task(kubelets.run()))
-    instance_id = await asyncio.to_thread(run_instance, ec2, emulator, spot=True)
+    store = cluster.store
+    cluster.start_kubelets(emulator=cluster.emulator, ec2_endpoint_url=None)
+    instance_id = await cluster.run_instance(spot=True)
 
     async def ready_node() -> dict[str, Any] | None:
         found = await node_with_provider_id(store, f"/{instance_id}")
         return found if found and ready_status(found) == "True" else None
 
     node = await eventually(ready_node)
-    described = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    described = cluster.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0][
+        "Instances"
+    ][0]
     assert node["metadata"]["name"] == described["PrivateDnsName"]
     assert node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
     assert node["metadata"]["labels"]["team"] == "checkout"
     assert node["status"]["allocatable"]["pods"] == "20"
-    ec2.terminate_instances(InstanceIds=[instance_id])
+    cluster.ec2.terminate_instances(InstanceIds=[instance_id])
 
     async def gone() -> bool:
         return await node_with_provider_id(store, f"/{instance_id}") is None
