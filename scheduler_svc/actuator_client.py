@@ -25,6 +25,7 @@ from typing import Protocol
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]  # no stubs
 from grpc_status import rpc_status
 
 from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
@@ -180,13 +181,15 @@ class ActuatorDeadlines:
     list_nodeclaims_seconds: float = 30.0
 
 
+SERVICE_NAME = "daiku.actuator.v1.Actuator"
+
 # The channel retries UNAVAILABLE itself: every Actuator method is idempotent (launch per
 # NodeClaim name), so a retry can never double an instance.
 _SERVICE_CONFIG = json.dumps(
     {
         "methodConfig": [
             {
-                "name": [{"service": "daiku.actuator.v1.Actuator"}],
+                "name": [{"service": SERVICE_NAME}],
                 "retryPolicy": {
                     "maxAttempts": 3,
                     "initialBackoff": "0.1s",
@@ -273,6 +276,20 @@ class ActuatorClient:
         await self.close()
 
     # -- calls --------------------------------------------------------------------------------
+
+    async def is_serving(self, timeout_seconds: float = 2.0) -> bool:
+        """Whether the actuator answers the standard gRPC health check as SERVING (for the
+        scheduler's readiness). Never raises: unreachable or not serving is False."""
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        try:
+            response = await stub.Check(
+                health_pb2.HealthCheckRequest(service=SERVICE_NAME),
+                timeout=timeout_seconds,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
 
     async def list_instance_types(
         self,

@@ -22,10 +22,12 @@ from cryptography.x509.oid import NameOID
 from google.protobuf import any_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]  # no stubs
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
 from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
 from scheduler_svc.actuator_client import (
+    SERVICE_NAME,
     ActuatorClient,
     ActuatorDeadlines,
     CloudEvent,
@@ -198,6 +200,7 @@ class ContractDouble(actuator_pb2_grpc.ActuatorServicer):
 class Served:
     servicer: ContractDouble
     address: str
+    health: Any
 
 
 @pytest.fixture
@@ -205,10 +208,13 @@ async def served() -> AsyncIterator[Served]:
     servicer = ContractDouble()
     server = grpc.aio.server()
     actuator_pb2_grpc.add_ActuatorServicer_to_server(servicer, server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
+    await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
     try:
-        yield Served(servicer, f"127.0.0.1:{port}")
+        yield Served(servicer, f"127.0.0.1:{port}", health_servicer)
     finally:
         await server.stop(grace=None)
 
@@ -495,3 +501,17 @@ async def test_mutual_tls_connects_with_the_ca_client_certificate_and_server_nam
                 await anonymous.list_nodeclaims()
     finally:
         await server.stop(grace=None)
+
+
+async def test_is_serving_follows_the_health_service_and_never_raises(served: Served) -> None:
+    """is_serving is True while the actuator's health check says SERVING, False once it says
+    NOT_SERVING, and False (not an exception) when nothing listens."""
+    async with ActuatorClient.connect(served.address, token=TOKEN) as client:
+        assert await client.is_serving() is True
+        await served.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+        assert await client.is_serving() is False
+    probe = grpc.aio.server()
+    free_port = probe.add_insecure_port("127.0.0.1:0")
+    await probe.stop(grace=None)  # nothing listens on free_port now
+    async with ActuatorClient.connect(f"127.0.0.1:{free_port}") as nobody:
+        assert await nobody.is_serving(timeout_seconds=0.5) is False
