@@ -71,6 +71,10 @@ class SchedulerSettings:
     actuator_tls_server_name: str | None = field(
         default=None, metadata=_help("name to verify in the actuator's certificate")
     )
+    watch_inactivity_timeout_seconds: float = field(
+        default=75.0,
+        metadata=_help("reopen a watch silent this long (> the API server's bookmark interval)"),
+    )
     # Provisioning
     batch_idle_seconds: float = field(
         default=1.0, metadata=_help("close a batch after this long without a new pending pod")
@@ -110,6 +114,11 @@ class SchedulerSettings:
 
     def __post_init__(self) -> None:
         _check(self.batch_idle_seconds > 0, "batch_idle_seconds", "must be positive")
+        _check(
+            self.watch_inactivity_timeout_seconds > 0,
+            "watch_inactivity_timeout_seconds",
+            "must be positive",
+        )
         _check(
             self.batch_max_seconds >= self.batch_idle_seconds,
             "batch_max_seconds",

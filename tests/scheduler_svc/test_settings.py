@@ -33,8 +33,10 @@ def test_environment_variables_with_the_prefix_set_each_kind_of_value() -> None:
             "SCHEDULER_METRICS_PORT": "9100",
             "SCHEDULER_LEADER_ELECT": "false",
             "SCHEDULER_ACTUATOR_TLS_CA_FILE": "/etc/tls/ca.pem",
+            "SCHEDULER_WATCH_INACTIVITY_TIMEOUT_SECONDS": "15",
         },
     )
+    assert settings.watch_inactivity_timeout_seconds == 15.0
     assert settings.kubeconfig == Path("/etc/kube/config")
     assert settings.actuator_address == "actuator:50051"
     assert settings.batch_idle_seconds == 0.5
