@@ -367,3 +367,44 @@ async def test_query_booleans_in_any_case_and_tables(kube: KubeApiServer) -> Non
         assert table["kind"] == "Table"
         assert table["rows"][0]["cells"][0] == "n1"
         assert [c["name"] for c in table["columnDefinitions"]][:2] == ["Name", "Status"]
+
+
+async def test_watch_list_initial_events_end_with_a_bookmark(kube: KubeApiServer) -> None:
+    """sendInitialEvents=true streams the current objects, then a BOOKMARK annotated
+    k8s.io/initial-events-end."""
+    await kube.store.create("nodes", {"metadata": {"name": "n1"}})
+    await kube.store.create("nodes", {"metadata": {"name": "n2"}})
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    query = (
+        "watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
+        "&resourceVersionMatch=NotOlderThan&timeoutSeconds=2"
+    )
+    async with (
+        aiohttp.ClientSession(headers=headers) as session,
+        session.get(f"{kube.url}/api/v1/nodes?{query}", ssl=False) as response,
+    ):
+        lines = [
+            json.loads(await asyncio.wait_for(response.content.readline(), 5)) for _ in range(3)
+        ]
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in lines[:2]] == [
+        ("ADDED", "n1"),
+        ("ADDED", "n2"),
+    ]
+    assert lines[2]["type"] == "BOOKMARK"
+    assert lines[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+async def test_closing_the_server_ends_open_watches_promptly() -> None:
+    """Stopping the server ends an open watch stream at once instead of hanging its client."""
+    server = KubeApiServer(bookmark_interval_seconds=30)
+    await server.start()
+    headers = {"Authorization": f"Bearer {server.token}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        async with session.get(f"{server.url}/api/v1/pods?watch=true") as response:
+            async with asyncio.timeout(10):
+                while not server.api.open_watches:  # noqa: ASYNC110 - polls a condition, bounded
+                    await asyncio.sleep(0.01)
+            started = asyncio.get_running_loop().time()
+            await server.close()
+            assert await asyncio.wait_for(response.content.read(), 5) == b""
+        assert asyncio.get_running_loop().time() - started < 3
