@@ -54,6 +54,7 @@ from scheduler_svc.core.requirements import (
     CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
     LABEL_KARPENTER_NODEPOOL,
     LABEL_NODEPOOL,
     LABEL_ZONE,
@@ -1307,6 +1308,29 @@ class _Solver:
                 )
         return self._result()
 
+    @staticmethod
+    def _claim_requirements(
+        b: _Bin, offerings: Sequence[OfferingOption]
+    ) -> tuple[Requirement, ...]:
+        """The claim's requirements narrowed to what its offerings can launch (as Karpenter's
+        NodeClaims carry them: instance types, zones and capacity types listed)."""
+        launchable = Requirements.of(
+            [
+                Requirement(
+                    LABEL_INSTANCE_TYPE,
+                    Operator.IN,
+                    tuple(sorted({o.instance_type for o in offerings})),
+                ),
+                Requirement(LABEL_ZONE, Operator.IN, tuple(sorted({o.zone for o in offerings}))),
+                Requirement(
+                    LABEL_CAPACITY_TYPE,
+                    Operator.IN,
+                    tuple(sorted({o.capacity_type for o in offerings})),
+                ),
+            ]
+        )
+        return b.requirements.intersect(launchable).to_requirements()
+
     def _resources(self, vector: Sequence[int]) -> Resources:
         base = len(BASE_DIMENSIONS)
         extended = tuple(
@@ -1338,7 +1362,7 @@ class _Solver:
             claims.append(
                 NodeClaimPlan(
                     nodepool=b.pool.nodepool.name if b.pool else "",
-                    requirements=b.requirements.to_requirements(),
+                    requirements=self._claim_requirements(b, offerings),
                     pods=tuple(b.pods),
                     requests=self._resources(b.used),
                     offerings=offerings,

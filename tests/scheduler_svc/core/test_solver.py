@@ -714,3 +714,15 @@ def test_zone_spread_under_cpu_limit_stays_balanced() -> None:
     reserved = sum(max(capacity[o.instance_type] for o in c.offerings) for c in result.new_claims)
     assert reserved <= 12000
     assert result.unschedulable[0].reason == "NodePool default limit cpu=12 reached"
+
+
+def test_claim_requirements_list_what_its_offerings_launch() -> None:
+    """A claim's requirements name its NodePool and exactly the types, zones and capacity types
+    of its offerings."""
+    pool = NodePool("default", requirements=(Requirement(CT, Operator.IN, ("on-demand",)),))
+    claim = run([pod("p", 3, 1, volume_zones=("zone-b",))], CATALOG, [pool]).new_claims[0]
+    written = {(r.key, r.operator, r.values) for r in claim.requirements}
+    assert ("daiku.dev/nodepool", Operator.IN, ("default",)) in written
+    assert ("node.kubernetes.io/instance-type", Operator.IN, ("large", "medium")) in written
+    assert (ZONE, Operator.IN, ("zone-b",)) in written
+    assert (CT, Operator.IN, ("on-demand",)) in written
