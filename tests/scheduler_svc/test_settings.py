@@ -7,9 +7,6 @@ from pathlib import Path
 import pytest
 
 from scheduler_svc.settings import SchedulerSettings, SettingsError, load_settings
-from tests.scheduler_svc.kube.loop_hygiene import close_event_loop_left_by_sync_test
-
-__all__ = ["close_event_loop_left_by_sync_test"]  # autouse fixture for this module's sync tests
 
 
 def test_defaults_apply_when_nothing_is_set() -> None:
