@@ -300,7 +300,9 @@ class DefaultScheduler:
         return True
 
     def _request_retry(self) -> None:
-        if not self._unschedulable or self._retry_at is not None:
+        # Armed even when no pod waits yet: a pod the running pass is about to mark
+        # unschedulable may have been judged before this change.
+        if self._retry_at is not None:
             return
         self._retry_at = asyncio.get_running_loop().time() + self.retry_debounce_seconds
         self._wake.set()

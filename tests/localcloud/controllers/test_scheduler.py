@@ -360,3 +360,16 @@ async def test_bound_volume_pins_the_pod_to_its_zone(store: Store) -> None:
         assert await eventually(lambda i=index: node_of(store, f"db{i}")) == "b1"
     message = await eventually(lambda: unschedulable_message(store, "lost"))
     assert message == '0/2 nodes are available: persistentvolumeclaim "nope" not found.'
+
+
+async def test_node_added_while_a_pass_runs_is_not_missed(store: Store) -> None:
+    """A node that appears while a long pass is judging pods unschedulable still gets them."""
+    for index in range(300):
+        await store.create("pods", pod(f"p{index}"), "default")
+    await asyncio.sleep(0)  # let the scheduler start its pass over the 300 pods
+    await store.create("nodes", node("late", cpu="64", memory="64Gi", pods="500"))
+
+    async def all_bound() -> bool:
+        return not (await store.list("pods", "default", field_selector="spec.nodeName=")).items
+
+    await eventually(all_bound)
