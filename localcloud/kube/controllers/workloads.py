@@ -7,9 +7,10 @@ scheduled, Pending before Running, not ready before ready, newest first. It writ
 status.replicas / fullyLabeledReplicas / readyReplicas / availableReplicas / observedGeneration.
 
 `DeploymentController` owns one ReplicaSet per pod template, named `<deployment>-<hash>` with
-the `pod-template-hash` label (kube's hash alphabet), sizes the current one to `spec.replicas`
-and scales the older ones to zero (a rollout replaces them at once: maxSurge/maxUnavailable
-pacing is not modelled), keeps `revisionHistoryLimit` old ones, and writes status (replicas,
+the `pod-template-hash` label (kube's hash alphabet), sizes the current one to `spec.replicas`,
+rolls from the older ones as kube does (RollingUpdate within maxSurge/maxUnavailable, old
+unhealthy pods first, paced by the pods' readiness; Recreate: old pods gone first), keeps
+`revisionHistoryLimit` old ones, and writes status (replicas,
 updatedReplicas, readyReplicas, availableReplicas, unavailableReplicas, observedGeneration,
 Available and Progressing conditions) so `kubectl scale` and `kubectl rollout status` work.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -297,15 +299,72 @@ class DeploymentController(Reconciler):
         )
         old = [rs for rs in owned if rs is not current]
         if not spec.get("paused"):
+            live_old = [rs for rs in old if _spec_replicas(rs) or _status(rs, "replicas")]
             if current is None:
-                current = await self._create_replicaset(deployment, template_hash, wanted, old)
-            elif int((current.get("spec") or {}).get("replicas", 0)) != wanted:
-                current = await self._scale(current, wanted)
-            for rs in old:
-                if int((rs.get("spec") or {}).get("replicas", 0)) != 0:
-                    await self._scale(rs, 0)
+                first = 0 if live_old else wanted
+                current = await self._create_replicaset(deployment, template_hash, first, old)
+            if current is not None:
+                if not live_old:
+                    if _spec_replicas(current) != wanted:
+                        current = await self._scale(current, wanted)
+                elif (spec.get("strategy") or {}).get("type") == "Recreate":
+                    current = await self._recreate(current, live_old, wanted)
+                else:
+                    current = await self._roll(spec, current, live_old, wanted)
             await self._prune_history(deployment, old)
         await self._write_status(deployment, current)
+
+    async def _recreate(
+        self, current: JsonObject, old: list[JsonObject], wanted: int
+    ) -> JsonObject:
+        """Recreate: every old pod goes before the new ReplicaSet grows."""
+        for rs in old:
+            if _spec_replicas(rs):
+                await self._scale(rs, 0)
+        if all(not _status(rs, "replicas") for rs in old) and _spec_replicas(current) != wanted:
+            current = await self._scale(current, wanted)
+        return current
+
+    async def _roll(
+        self, spec: JsonObject, current: JsonObject, old: list[JsonObject], wanted: int
+    ) -> JsonObject:
+        """One RollingUpdate step, as kube's deployment controller takes it: grow the new
+        ReplicaSet within maxSurge, then shrink the old ones (unhealthy pods first) while at
+        least replicas - maxUnavailable pods stay available."""
+        if any(
+            _status(rs, "observedGeneration") < int(rs["metadata"].get("generation", 1))
+            for rs in (current, *old)
+        ):
+            return current  # a ReplicaSet's counts are stale; its status update brings us back
+        surge, unavailable = _rolling_limits(spec, wanted)
+        total = _spec_replicas(current) + sum(_spec_replicas(rs) for rs in old)
+        if total < wanted + surge and _spec_replicas(current) < wanted:
+            grown = min(wanted, _spec_replicas(current) + wanted + surge - total)
+            current = await self._scale(current, grown)
+        min_available = wanted - unavailable
+        all_sets = [current, *old]
+        total = sum(_spec_replicas(rs) for rs in all_sets)
+        new_unavailable = max(0, _spec_replicas(current) - _status(current, "availableReplicas"))
+        cleanup = total - min_available - new_unavailable
+        old_by_age = sorted(old, key=_revision)
+        for index, rs in enumerate(old_by_age):
+            if cleanup <= 0:
+                break
+            unhealthy = max(0, _spec_replicas(rs) - _status(rs, "availableReplicas"))
+            take = min(unhealthy, cleanup)
+            if take:
+                old_by_age[index] = await self._scale(rs, _spec_replicas(rs) - take)
+                cleanup -= take
+        available = sum(_status(rs, "availableReplicas") for rs in all_sets)
+        scale_down = available - min_available
+        for rs in old_by_age:
+            if scale_down <= 0:
+                break
+            take = min(_spec_replicas(rs), scale_down)
+            if take:
+                await self._scale(rs, _spec_replicas(rs) - take)
+                scale_down -= take
+        return current
 
     async def _create_replicaset(
         self, deployment: JsonObject, template_hash: str, replicas: int, old: list[JsonObject]
@@ -455,6 +514,35 @@ class DeploymentController(Reconciler):
         if status == previous:
             return
         await _update_status(self.store, self._rt["deployments"], deployment, status)
+
+
+def _spec_replicas(obj: JsonObject) -> int:
+    return int((obj.get("spec") or {}).get("replicas", 0))
+
+
+def _status(obj: JsonObject, field: str) -> int:
+    return int((obj.get("status") or {}).get(field, 0))
+
+
+def _revision(rs: JsonObject) -> int:
+    return int((rs["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION, "0") or 0)
+
+
+def _scaled_value(value: Any, total: int, *, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        scaled = total * int(value[:-1]) / 100
+        return math.ceil(scaled) if round_up else math.floor(scaled)
+    return int(value)
+
+
+def _rolling_limits(spec: JsonObject, wanted: int) -> tuple[int, int]:
+    """(maxSurge, maxUnavailable) in pods: surge rounds up, unavailable down; never both 0."""
+    rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
+    surge = _scaled_value(rolling.get("maxSurge", "25%"), wanted, round_up=True)
+    unavailable = _scaled_value(rolling.get("maxUnavailable", "25%"), wanted, round_up=False)
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return surge, unavailable
 
 
 def _deletion_rank(pod: JsonObject) -> tuple[int, int, int, str, str]:

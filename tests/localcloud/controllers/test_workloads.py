@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -137,29 +138,65 @@ async def test_deployment_status_counts_ready_pods(store: Store) -> None:
     assert conditions == {"Available": "True", "Progressing": "True"}
 
 
-async def test_template_change_rolls_to_a_new_replicaset(store: Store) -> None:
-    """Changing the pod template creates a new ReplicaSet (revision 2) and empties the old one."""
-    await store.create("nodes", node("n1"))
-    await store.create("deployments", deployment("app", 2), "default")
-    await eventually(lambda: _count(store, "app", 2))
-    current = await store.get("deployments", "app", "default")
-    current["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"
-    await store.update("deployments", current, "default")
+async def stand_in_kubelet(store: Store) -> None:
+    """Until cancelled: bound pods become Running and Ready, deleted pods finish stopping."""
+    while True:
+        for item in (await store.list("pods", "default")).items:
+            if item["metadata"].get("deletionTimestamp"):
+                await store.delete(
+                    "pods", item["metadata"]["name"], "default", grace_period_seconds=0
+                )
+            elif item["spec"].get("nodeName") and item["status"].get("phase") == "Pending":
+                item["status"]["phase"] = "Running"
+                item["status"]["conditions"] = [
+                    *item["status"].get("conditions", []),
+                    {"type": "Ready", "status": "True"},
+                ]
+                await store.update("pods", item, "default", subresource="status")
+        await asyncio.sleep(0.02)
 
-    async def rolled() -> list[dict[str, Any]] | None:
-        # the old pods stay Terminating: no kubelet runs in this test to finish their deletion
-        items = [
-            p for p in await pods_of(store, "app") if not p["metadata"].get("deletionTimestamp")
-        ]
-        images = {p["spec"]["containers"][0]["image"] for p in items}
-        return items if images == {"nginx:2"} and len(items) == 2 else None
 
-    await eventually(rolled)
+async def test_template_change_rolls_within_surge_and_unavailability(store: Store) -> None:
+    """Changing the pod template rolls 4 replicas to a new ReplicaSet (revision 2) with at most
+    maxSurge=1 extra pod and at most maxUnavailable=1 pod missing, and empties the old one."""
+    await store.create("nodes", node("n1", cpu="16"))
+    await store.create("deployments", deployment("app", 4), "default")
+    kubelet = asyncio.create_task(stand_in_kubelet(store))
+    try:
+        await eventually(lambda: _running(store, "app", 4))
+        current = await store.get("deployments", "app", "default")
+        current["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"
+        await store.update("deployments", current, "default")
+        most, fewest_ready = 0, 4
+
+        async def rolled() -> bool:
+            nonlocal most, fewest_ready
+            items = [
+                p for p in await pods_of(store, "app") if not p["metadata"].get("deletionTimestamp")
+            ]
+            most = max(most, len(items))
+            ready = [p for p in items if p["status"].get("phase") == "Running"]
+            fewest_ready = min(fewest_ready, len(ready))
+            images = {p["spec"]["containers"][0]["image"] for p in ready}
+            return images == {"nginx:2"} and len(ready) == 4 and len(items) == 4
+
+        await eventually(rolled, interval=0.005)
+    finally:
+        kubelet.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await kubelet
+    assert most <= 5
+    assert fewest_ready >= 3
     replicasets = {
         rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]: rs["spec"]["replicas"]
         for rs in (await store.list("replicasets", "default")).items
     }
-    assert replicasets == {"1": 0, "2": 2}
+    assert replicasets == {"1": 0, "2": 4}
+
+
+async def _running(store: Store, app: str, count: int) -> bool:
+    items = await pods_of(store, app)
+    return len(items) == count and all(p["status"].get("phase") == "Running" for p in items)
 
 
 async def _count(store: Store, app: str, count: int) -> bool:
@@ -254,3 +291,34 @@ async def test_pods_of_a_long_not_ready_node_are_evicted(store: Store) -> None:
         )
 
     await eventually(evicted)
+
+
+async def test_recreate_removes_old_pods_before_new_ones_start(store: Store) -> None:
+    """With strategy Recreate, no new pod exists while an old one is still active."""
+    await store.create("nodes", node("n1", cpu="16"))
+    recreate = deployment("db", 2)
+    recreate["spec"]["strategy"] = {"type": "Recreate"}
+    await store.create("deployments", recreate, "default")
+    kubelet = asyncio.create_task(stand_in_kubelet(store))
+    overlapped = False
+    try:
+        await eventually(lambda: _running(store, "db", 2))
+        current = await store.get("deployments", "db", "default")
+        current["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"
+        await store.update("deployments", current, "default")
+
+        async def recreated() -> bool:
+            nonlocal overlapped
+            items = [
+                p for p in await pods_of(store, "db") if not p["metadata"].get("deletionTimestamp")
+            ]
+            images = {p["spec"]["containers"][0]["image"] for p in items}
+            overlapped = overlapped or images == {"nginx", "nginx:2"}
+            return images == {"nginx:2"} and len(items) == 2
+
+        await eventually(recreated, interval=0.005)
+    finally:
+        kubelet.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await kubelet
+    assert not overlapped
