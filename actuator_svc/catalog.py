@@ -6,6 +6,7 @@ On-demand prices come from the Pricing API when it answers, else from the bundle
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -93,11 +94,25 @@ class Catalog:
                 log.warning("spot_prices_unavailable", reason=str(exc))
             self._fetched_at["spot"] = now
 
+    async def _ensure_loaded(self) -> None:
+        """Fetch once if never fetched; afterwards `run()` keeps the data fresh off the hot path."""
+        if "types" not in self._fetched_at:
+            await self.refresh()
+
+    async def run(self, check_every_seconds: float = 60.0) -> None:
+        """Refresh stale parts periodically; a failed refresh keeps the old data (logged)."""
+        while True:
+            await asyncio.sleep(check_every_seconds)
+            try:
+                await self.refresh()
+            except CloudError as exc:
+                log.warning("catalog_refresh_failed", error=str(exc))
+
     async def instance_types(
         self, kubelet: KubeletSettings | None = None, root_volume_bytes: int = 0
     ) -> list[CatalogInstanceType]:
         """The catalog under the given kubelet settings, with current availability."""
-        await self.refresh()
+        await self._ensure_loaded()
         types, problems = build_catalog(
             descriptions=self._descriptions,
             zones=self._zones,
@@ -113,7 +128,7 @@ class Catalog:
 
     async def architecture(self, instance_type: str) -> str | None:
         """x86_64 or arm64; None for a type the region does not have."""
-        await self.refresh()
+        await self._ensure_loaded()
         description = self._descriptions.get(instance_type)
         if description is None:
             return None

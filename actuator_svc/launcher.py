@@ -187,7 +187,14 @@ class Launcher:
             self._metrics.create_fleet_seconds.labels(capacity_type=batch.capacity_type).observe(
                 time.monotonic() - tick
             )
-            errors = self._record_errors(request, batch, result.errors, failed, permanent)
+            errors = self._record_errors(
+                request,
+                batch,
+                result.errors,
+                failed,
+                permanent,
+                launched=result.instance_id is not None,
+            )
             attempts.append(LaunchAttempt(start, self._clock(), batch.offerings, errors))
             if result.instance_id is not None:
                 key = OfferingKey(result.instance_type, result.zone, batch.capacity_type)
@@ -229,12 +236,16 @@ class Launcher:
         errors: Sequence[FleetError],
         failed: dict[OfferingKey, str],
         permanent: list[OfferingFailure],
+        *,
+        launched: bool,
     ) -> tuple[OfferingFailure, ...]:
         """Map each fleet error to the offerings it names; cache the capacity failures."""
         now = self._clock()
         recorded = []
         for error in errors:
-            if is_capacity_type_wide(error.code):
+            # An account-wide limit rules out the whole capacity type, unless the same call
+            # still launched an instance of it.
+            if is_capacity_type_wide(error.code) and not launched:
                 keys = [k for k in request.offerings if k.capacity_type == batch.capacity_type]
             else:
                 keys = [

@@ -167,12 +167,14 @@ async def serve(
             catalog=catalog,
         )
         feed_task = asyncio.create_task(feed.run()) if feed else None
+        refresh_task = asyncio.create_task(catalog.run())
         try:
             yield running
         finally:
             await health_servicer.enter_graceful_shutdown()
-            if feed_task is not None:
-                feed_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await feed_task
+            for task in (feed_task, refresh_task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await server.stop(grace_seconds)
