@@ -5,6 +5,7 @@ the pods bound to it request, and which pods run where. Pending pods (no nodeNam
 deleted, `schedulerName: default-scheduler`) are placed in priority then arrival order by the
 filters of kube-scheduler's default profile, in its order: NodeUnschedulable, TaintToleration
 (NoSchedule/NoExecute), NodeAffinity (nodeSelector + required node affinity), NodeResourcesFit,
+VolumeBinding/VolumeZone (claims exist; a bound volume's node affinity and zone),
 PodTopologySpread (DoNotSchedule) and InterPodAffinity (required affinity and anti-affinity,
 both ways). Among the feasible nodes found (at most `nodes_to_score`, starting where the previous
 pod's search stopped, as kube-scheduler's percentageOfNodesToScore does, with a smaller
