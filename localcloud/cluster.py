@@ -50,7 +50,6 @@ class LocalCloud:
         host: str = "127.0.0.1",
         tls: bool = True,
         ec2_poll_seconds: float = 0.5,
-        pod_eviction_timeout_seconds: float = 300.0,
     ) -> None:
         self.cluster_name = cluster_name
         self.region = region
@@ -62,7 +61,6 @@ class LocalCloud:
             controllers=controllers,
             boot_seconds=boot_seconds,
             ec2_poll_seconds=ec2_poll_seconds,
-            pod_eviction_timeout_seconds=pod_eviction_timeout_seconds,
         )
         self._requested_kubeconfig = Path(kubeconfig_path) if kubeconfig_path else None
         self._temporary: Path | None = None

@@ -40,7 +40,6 @@ class ControlPlaneSettings:
     boot_seconds: float = 5.0
     ec2_poll_seconds: float = 1.0
     retry_debounce_seconds: float = 0.1
-    pod_eviction_timeout_seconds: float = 300.0
     container_stop_seconds: float = 0.0
     lease_renew_seconds: float = 10.0
     scheduler_events: bool = True
@@ -87,13 +86,7 @@ class ControlPlane:
         self.deployments = DeploymentController(store) if s.controllers else None
         self.replicasets = ReplicaSetController(store) if s.controllers else None
         self.daemonsets = DaemonSetController(store) if s.controllers else None
-        self.node_lifecycle = (
-            NodeLifecycleController(
-                store, pod_eviction_timeout_seconds=s.pod_eviction_timeout_seconds
-            )
-            if s.controllers
-            else None
-        )
+        self.node_lifecycle = NodeLifecycleController(store) if s.controllers else None
         self._tasks: list[asyncio.Task[None]] = []
 
     def _runners(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:

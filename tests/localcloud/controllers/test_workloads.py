@@ -11,11 +11,9 @@ import pytest
 from localcloud.kube.controllers import ControlPlane, ControlPlaneSettings
 from localcloud.kube.controllers.workloads import POD_TEMPLATE_HASH, pod_template_hash
 from localcloud.kube.store import Store
-from tests.localcloud.controllers.conftest import eventually, node
+from tests.localcloud.controllers.conftest import eventually, node, pod
 
-SETTINGS = ControlPlaneSettings(
-    kubelets=False, retry_debounce_seconds=0.01, pod_eviction_timeout_seconds=0.2
-)
+SETTINGS = ControlPlaneSettings(kubelets=False, retry_debounce_seconds=0.01)
 
 
 @pytest.fixture
@@ -268,29 +266,30 @@ async def test_pods_of_a_deleted_node_are_deleted(store: Store) -> None:
     assert not first & second
 
 
-async def test_pods_of_a_long_not_ready_node_are_evicted(store: Store) -> None:
-    """When a node stays NotReady past the eviction timeout, its pods are deleted."""
+async def test_not_ready_node_evicts_pods_by_their_tolerations(store: Store) -> None:
+    """When a node becomes unreachable, a pod tolerating it for 0 s is evicted at once, while a
+    pod tolerating it forever and one with the default 300 s stay."""
     await store.create("nodes", node("n1"))
-    await store.create("deployments", deployment("job", 1), "default")
-
-    async def bound_pod() -> dict[str, Any] | None:
-        items = await pods_of(store, "job")
-        return items[0] if items and items[0]["spec"].get("nodeName") else None
-
-    original = await eventually(bound_pod)
+    unreachable = {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+    }
+    quick = pod("quick", nodeName="n1", tolerations=[{**unreachable, "tolerationSeconds": 0}])
+    await store.create("pods", quick, "default")
+    await store.create("pods", pod("stays", nodeName="n1", tolerations=[unreachable]), "default")
+    await store.create("pods", pod("patient", nodeName="n1"), "default")
     current = await store.get("nodes", "n1")
     current["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
     await store.update("nodes", current, subresource="status")
 
     async def evicted() -> bool:
-        items = await pods_of(store, "job")
-        return all(p["metadata"]["uid"] != original["metadata"]["uid"] for p in items) or any(
-            p["metadata"]["uid"] == original["metadata"]["uid"]
-            and p["metadata"].get("deletionTimestamp")
-            for p in items
-        )
+        found = await store.get("pods", "quick", "default")
+        return bool(found["metadata"].get("deletionTimestamp"))
 
     await eventually(evicted)
+    for name in ("stays", "patient"):
+        assert not (await store.get("pods", name, "default"))["metadata"].get("deletionTimestamp")
 
 
 async def test_recreate_removes_old_pods_before_new_ones_start(store: Store) -> None:
