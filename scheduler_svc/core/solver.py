@@ -241,6 +241,9 @@ class _Solver:
         ] = {}
         self._static_node: dict[tuple[int, int], Requirements | None] = {}
         self._pool_fit: dict[tuple[int, int], tuple[Requirements | None, int, str | None]] = {}
+        self._claim_requirement_cache: dict[tuple[Requirements, int], tuple[Requirement, ...]] = {}
+        self._launchable: dict[int, tuple[tuple[OfferingOption, ...], Requirements]] = {}
+        self._existing_domain_cache: dict[object, frozenset[object]] = {}
         self._universe_cache: dict[tuple[int, str], tuple[object, ...]] = {}
         self._targets: dict[tuple[int, int, Requirements], int] = {}
         self._offering_lists: dict[
@@ -248,6 +251,8 @@ class _Solver:
         ] = {}
         self.last_failure = ""
         self._blocked_by_constraint = False
+        # A lower bound on every waiting class's request, per resource (set per round).
+        self._smallest: list[int] = []
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -570,11 +575,15 @@ class _Solver:
         finite = value_set.finite_values() if value_set is not None else None
         return sorted(finite) if finite else []
 
-    def _universe(self, cls: _Class, spread: _Spread) -> tuple[object, ...]:  # noqa: PLR0912 - one branch per constraint kind reads best
-        """The domains a spread counts for its minimum: eligible existing nodes' values plus
-        what compatible NodePools can launch into."""
-        ident = (cls.id, spread.key)
-        cached = self._universe_cache.get(ident)
+    def _existing_domains(self, cls: _Class, spread: _Spread) -> frozenset[object]:
+        """Values of the spread's key on existing nodes the policies let count (shared by every
+        class with the same node terms and tolerations: large clusters have many nodes)."""
+        ident = (
+            spread.key,
+            tuple(cls.node_terms) if spread.affinity_honor else (),
+            cls.sample.tolerations if spread.taints_honor else None,
+        )
+        cached = self._existing_domain_cache.get(ident)
         if cached is not None:
             return cached
         values: set[object] = set()
@@ -588,6 +597,18 @@ class _Solver:
             value = b.node.labels.get(spread.key)
             if value is not None:
                 values.add(value)
+        result = frozenset(values)
+        self._existing_domain_cache[ident] = result
+        return result
+
+    def _universe(self, cls: _Class, spread: _Spread) -> tuple[object, ...]:
+        """The domains a spread counts for its minimum: eligible existing nodes' values plus
+        what compatible NodePools can launch into."""
+        ident = (cls.id, spread.key)
+        cached = self._universe_cache.get(ident)
+        if cached is not None:
+            return cached
+        values: set[object] = set(self._existing_domains(cls, spread))
         for pool in self.pools:
             term, bits, reason = self._fit_pool(cls, pool)
             if term is None or reason is not None:
@@ -914,6 +935,7 @@ class _Solver:
         blocked: set[int] = set()
         free = b.allocatable
         used = b.used
+        smallest = self._smallest
         if fraction > 0:
             carry = 0.0
             for cls in classes:
@@ -930,15 +952,20 @@ class _Solver:
                     placed += count
                 elif self._blocked_by_constraint:
                     blocked.add(cls.family)
+        room = [f - u for f, u in zip(free, used, strict=True)]
         for cls in classes:
             if not cls.remaining or cls.family in blocked:
                 continue
-            if any(r > f - u for r, f, u in zip(cls.request, free, used, strict=True)):
+            if any(r > left for r, left in zip(cls.request, room, strict=True)):
                 continue
             count, requirements, bits = self._max_copies(b, cls, cls.remaining)
             if count > 0:
                 self._place(b, cls, count, requirements, bits)
                 placed += count
+                room = [f - u for f, u in zip(free, used, strict=True)]
+                # Full for every class still waiting: stop scanning them.
+                if any(left < m for left, m in zip(room, smallest, strict=True)):
+                    break
             elif self._blocked_by_constraint:
                 blocked.add(cls.family)
         return placed
@@ -1289,9 +1316,20 @@ class _Solver:
         self._epoch = 0
         pending = list(self.classes)
         while pending:
-            for b in self.bins:
-                if b.node is not None or (b.pool is not None and b.limit_capacity is None):
-                    self._fill(b, pending)
+            # No class asks for less than this in any resource: bins with less room in one of
+            # them are skipped without looking at a class (large clusters are mostly full).
+            smallest = [min(c.request[d] for c in pending) for d in range(len(self.dimensions))]
+            self._smallest = smallest
+            active = list(pending)
+            for index, b in enumerate(self.bins):
+                if b.node is None and (b.pool is None or b.limit_capacity is not None):
+                    continue
+                free, used = b.allocatable, b.used
+                if any(f - u < m for f, u, m in zip(free, used, smallest, strict=True)):
+                    continue
+                if index % 64 == 0:
+                    active = [c for c in active if c.remaining]  # drop exhausted classes
+                self._fill(b, active)
             self._provision(pending)
             relaxed = []
             for cls in pending:
@@ -1308,28 +1346,40 @@ class _Solver:
                 )
         return self._result()
 
-    @staticmethod
     def _claim_requirements(
-        b: _Bin, offerings: Sequence[OfferingOption]
+        self, b: _Bin, offerings: tuple[OfferingOption, ...]
     ) -> tuple[Requirement, ...]:
         """The claim's requirements narrowed to what its offerings can launch (as Karpenter's
         NodeClaims carry them: instance types, zones and capacity types listed)."""
-        launchable = Requirements.of(
-            [
-                Requirement(
-                    LABEL_INSTANCE_TYPE,
-                    Operator.IN,
-                    tuple(sorted({o.instance_type for o in offerings})),
-                ),
-                Requirement(LABEL_ZONE, Operator.IN, tuple(sorted({o.zone for o in offerings}))),
-                Requirement(
-                    LABEL_CAPACITY_TYPE,
-                    Operator.IN,
-                    tuple(sorted({o.capacity_type for o in offerings})),
-                ),
-            ]
-        )
-        return b.requirements.intersect(launchable).to_requirements()
+        # Offering lists are shared between claims (memoised), so is what they launch; the
+        # cache holds the list itself so that its id stays unique.
+        cached = self._launchable.get(id(offerings))
+        if cached is None:
+            launchable = Requirements.of(
+                [
+                    Requirement(
+                        LABEL_INSTANCE_TYPE,
+                        Operator.IN,
+                        tuple(sorted({o.instance_type for o in offerings})),
+                    ),
+                    Requirement(
+                        LABEL_ZONE, Operator.IN, tuple(sorted({o.zone for o in offerings}))
+                    ),
+                    Requirement(
+                        LABEL_CAPACITY_TYPE,
+                        Operator.IN,
+                        tuple(sorted({o.capacity_type for o in offerings})),
+                    ),
+                ]
+            )
+            cached = (offerings, launchable)
+            self._launchable[id(offerings)] = cached
+        ident = (b.requirements, id(offerings))
+        written = self._claim_requirement_cache.get(ident)
+        if written is None:
+            written = b.requirements.intersect(cached[1]).to_requirements()
+            self._claim_requirement_cache[ident] = written
+        return written
 
     def _resources(self, vector: Sequence[int]) -> Resources:
         base = len(BASE_DIMENSIONS)
