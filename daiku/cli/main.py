@@ -26,3 +26,4 @@ def main() -> None:
 from daiku.cli import catalog as _catalog  # noqa: E402, F401  (daiku catalog)
 from daiku.cli import convert as _convert  # noqa: E402, F401  (daiku convert)
 from daiku.cli import plan as _plan  # noqa: E402, F401  (daiku plan)
+from daiku.cli import up as _up  # noqa: E402, F401  (daiku up)

@@ -1,0 +1,44 @@
+"""Scenarios for `daiku up`: parsing, the default scenario, what the cluster looks like
+(settled or not), the run's report and the text of the live view. Pure: no I/O, no clock."""
+
+from daiku.scenario.defaults import default_objects, default_scenario, default_steps
+from daiku.scenario.model import (
+    ApplyStep,
+    DeleteStep,
+    ObjectRef,
+    ScaleStep,
+    Scenario,
+    ScenarioError,
+    SleepStep,
+    Step,
+    WaitUntilSettledStep,
+    merge_objects,
+    object_identity,
+    parse_scenario,
+)
+from daiku.scenario.observe import ClusterSnapshot, PriceBook, snapshot_from_objects
+from daiku.scenario.report import RunEvent, RunRecorder, format_time
+
+__all__ = [
+    "ApplyStep",
+    "ClusterSnapshot",
+    "DeleteStep",
+    "ObjectRef",
+    "PriceBook",
+    "RunEvent",
+    "RunRecorder",
+    "ScaleStep",
+    "Scenario",
+    "ScenarioError",
+    "SleepStep",
+    "Step",
+    "WaitUntilSettledStep",
+    "default_objects",
+    "default_scenario",
+    "default_steps",
+    "format_time",
+    "merge_objects",
+    "object_identity",
+    "parse_scenario",
+    "snapshot_from_objects",
+]
