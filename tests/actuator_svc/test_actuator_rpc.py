@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 from grpc_status import rpc_status
 from structlog.testing import capture_logs
 
+from actuator_svc.core.offerings import OfferingKey
 from actuator_svc.core.user_data import read_node_registration
 from actuator_svc.service import RunningActuator
 from daiku.actuator.v1 import actuator_pb2 as pb
@@ -39,6 +40,12 @@ async def test_list_instance_types_reports_m5_large_allocatable(stub: Stub) -> N
     capacity_types = {o.capacity_type for o in m5.offerings}
     assert capacity_types == {"spot", "on-demand"}
     assert all(o.price > 0 and o.available for o in m5.offerings)
+
+
+async def test_on_demand_prices_come_from_the_pricing_api(actuator: RunningActuator) -> None:
+    """With a Pricing endpoint configured, on-demand prices are read from GetProducts."""
+    assert actuator.catalog.on_demand_price_source == "pricing-api"
+    assert actuator.catalog.price(OfferingKey("m5.large", "us-east-1a", "on-demand")) == 0.096
 
 
 async def test_kubelet_settings_change_allocatable(stub: Stub) -> None:

@@ -184,3 +184,22 @@ async def test_spot_interruption_marks_the_offering_and_reaches_subscribers() ->
     assert events[0].offering == spot("m5.large")
     assert unavailable.get(spot("m5.large"), clock.now) is not None
     assert cloud.queues[url] == []
+
+
+async def test_bundled_prices_when_the_pricing_api_is_unreachable() -> None:
+    """When the Pricing API fails, on-demand prices come from the bundled list."""
+    from actuator_svc.errors import CloudUnavailableError
+
+    cloud = make_cloud()
+    cloud.fail_next(
+        "on_demand_prices", CloudUnavailableError("GetProducts", "ConnectTimeout", "no route")
+    )
+    unavailable = UnavailableOfferings()
+    catalog = Catalog(cloud, region="us-east-1", unavailable=unavailable, clock=Clock())
+    await catalog.refresh(force=True)
+    assert catalog.on_demand_price_source == "bundled"
+    assert catalog.price(od("m5.large")) == 0.096  # the bundled us-east-1 list price
+    cloud.od_prices["m5.large"] = 0.5
+    await catalog.refresh(force=True)
+    assert catalog.on_demand_price_source == "pricing-api"
+    assert catalog.price(od("m5.large")) == 0.5
