@@ -7,6 +7,7 @@ the plain-pods mix the gap to the LP relaxation's lower bound on cost (HiGHS via
     uv run python -m bench.scheduling                   # 2k 5k 10k 20k, FACTS §5 mix + plain
     uv run python -m bench.scheduling --pods 20000      # one size
     uv run python -m bench.scheduling --realistic       # bundled catalog, 50 Deployments, 10k pods
+    uv run python -m bench.scheduling --pods 20000 --existing-nodes 5000   # a cluster with room
 
 Workload (FACTS §5): 400 instance types, type i has i vCPU, 2i GiB, 10i pods, price
 0.1 x vCPU + 0.1 x GiB (allocatable = capacity, as Karpenter's fake provider), three zones; one
@@ -27,6 +28,7 @@ from collections.abc import Callable, Sequence
 from scheduler_svc.core import (
     InstanceType,
     LabelSelector,
+    Node,
     NodePool,
     Offering,
     Operator,
@@ -99,6 +101,32 @@ def benchmark_pods(count: int, seed: int, plain_only: bool = False) -> tuple[Pod
             Pod(f"anti-{i}", labels=nginx, containers=requests(), pod_anti_affinity=(term,))
         )
     return tuple(pods)
+
+
+def existing_nodes(count: int, seed: int) -> tuple[Node, ...]:
+    """``count`` 8-cpu/16-GiB nodes across the zones, each running six pods (about half full)."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(count):
+        running = tuple(
+            Pod(
+                f"running-{i}-{j}",
+                namespace="prod",
+                labels={"app": f"svc-{j}"},
+                containers=(
+                    Resources(
+                        cpu_millis=rng.choice((250, 500, 1000)),
+                        memory_bytes=rng.choice((256, 512, 1024)) * MIB,
+                    ),
+                ),
+            )
+            for j in range(6)
+        )
+        labels = {ZONE: ZONES[i % len(ZONES)], HOST: f"node-{i}"}
+        nodes.append(
+            Node(f"node-{i}", labels, allocatable=Resources(8000, 16 * GIB, 110), pods=running)
+        )
+    return tuple(nodes)
 
 
 def lp_lower_bound(problem: SchedulingInput) -> float:
@@ -224,6 +252,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pods", type=int, nargs="+", default=[2000, 5000, 10000, 20000])
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--realistic", action="store_true", help="only the realistic mix")
+    parser.add_argument(
+        "--existing-nodes",
+        type=int,
+        default=0,
+        help="also run the FACTS §5 mix on a cluster of this many 8-cpu nodes, half full",
+    )
     args = parser.parse_args(argv)
     if args.realistic:
         report("realistic (bundled)", realistic(10_000, args.seed), False, None)
@@ -234,6 +268,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         ("FACTS §5 diverse mix", lambda n: benchmark_pods(n, args.seed), False),
         ("plain pods", lambda n: benchmark_pods(n, args.seed, plain_only=True), True),
     ]
+    if args.existing_nodes:
+        nodes = existing_nodes(args.existing_nodes, args.seed)
+        for count in args.pods:
+            problem = SchedulingInput(benchmark_pods(count, args.seed), pool, catalog, nodes)
+            report(f"+{args.existing_nodes} nodes", problem, False, None)
     for label, make, with_bound in runs:
         for count in args.pods:
             problem = SchedulingInput(make(count), pool, catalog)
