@@ -30,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster-name", default="daiku")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--no-tls", action="store_true", help="serve the API over plain HTTP")
+    for behaviour in ("scheduler", "kubelets", "controllers"):
+        parser.add_argument(
+            f"--no-{behaviour}",
+            action="store_true",
+            help=f"leave the {behaviour} out (a stiller cluster)",
+        )
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
@@ -49,6 +55,9 @@ async def _serve(args: argparse.Namespace) -> None:
         region=args.region,
         kubeconfig_path=args.kubeconfig,
         tls=not args.no_tls,
+        scheduler=not args.no_scheduler,
+        kubelets=not args.no_kubelets,
+        controllers=not args.no_controllers,
     ) as cloud:
         sys.stdout.write(
             f"kube_url={cloud.kube.url}\n"

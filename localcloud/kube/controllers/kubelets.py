@@ -161,13 +161,16 @@ class Kubelets:
                         timer.cancel()
 
     async def _poll_forever(self, source: InstanceSource) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            started = asyncio.get_running_loop().time()
+            started = loop.time()
             try:
                 await self.sync_instances(source, started)
             except Exception as error:  # the emulator may be restarting; try again next poll
                 log.warning("instance_poll_failed", error=str(error))
-            await asyncio.sleep(self.poll_seconds)
+            # a slow listing (many instances over HTTP) spaces polls out rather than
+            # keeping the emulator busy all the time
+            await asyncio.sleep(max(self.poll_seconds, loop.time() - started))
 
     # ------------------------------------------------------------------ instances -> nodes
 
