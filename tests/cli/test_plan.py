@@ -390,3 +390,13 @@ def test_restricted_nodepool_label_is_rejected(tmp_path: Path, catalog: Path) ->
     assert (
         "spec.template.spec.requirements[0].key: kubernetes.io/hostname is restricted" in out.stderr
     )
+
+
+def test_reads_manifests_from_stdin(catalog: Path) -> None:
+    """-f - reads the manifests from standard input."""
+    text = yaml.safe_dump_all([SEED_003_POOL, deployment("inflate", 5, {"memory": "1Gi"})])
+    out = CliRunner().invoke(
+        app, ["plan", "-f", "-", "--catalog", str(catalog), "-o", "json"], input=text
+    )
+    assert out.exit_code == 0, out.output
+    assert [c["instanceType"] for c in json.loads(out.stdout)["nodeClaims"]] == ["m5.large"]
