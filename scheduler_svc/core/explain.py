@@ -13,6 +13,7 @@ from scheduler_svc.core.requirements import (
     Requirement,
     Requirements,
 )
+from scheduler_svc.core.solver import format_amount
 from scheduler_svc.core.taints import first_untolerated
 
 
@@ -49,7 +50,8 @@ def explain_pod(problem: SchedulingInput, pod_key: str) -> PodExplanation:
         if pod.required_node_affinity
         else [base]
     )
-    lines: list[str] = [f"requests: {pod.requests().as_mapping()}"]
+    shown = ", ".join(format_amount(k, v) for k, v in pod.requests().as_mapping().items())
+    lines: list[str] = [f"requests: {shown}"]
     ruled_out = 0
     for nodepool in sorted(problem.nodepools, key=lambda p: (-p.weight, p.name)):
         name = nodepool.name
