@@ -173,6 +173,7 @@ class DefaultScheduler:
         self.nodes_to_score = max(1, nodes_to_score)
         self.events = events
         self._nodes: dict[str, _Node] = {}
+        self._soft_tainted: set[str] = set()
         self._node_names: list[str] = []
         self._used: dict[str, Resources] = {}
         self._accounted: dict[ObjectKey, tuple[str, Resources]] = {}
@@ -194,9 +195,12 @@ class DefaultScheduler:
 
     def _on_node(self, kind: str, node: JsonObject, previous: JsonObject | None) -> None:
         name = node["metadata"]["name"]
+        self._soft_tainted.discard(name)
         if kind == DELETED:
             self._nodes.pop(name, None)
         else:
+            if any(t.get("effect") == "PreferNoSchedule" for t in node_taints(node)):
+                self._soft_tainted.add(name)
             try:
                 allocatable = node_allocatable(node)
             except QuantityError as error:
@@ -393,6 +397,12 @@ class DefaultScheduler:
         candidates = self._static_candidates(class_key, pod)
         pod_rules = self._needs_pod_rules(pod)
         requested = [(name, amount) for name, amount in requests.items() if amount > 0]
+        preferences = _preferred_terms(pod)
+        tolerations = (pod.get("spec") or {}).get("tolerations") or []
+        if any(
+            t.get("effect") == "PreferNoSchedule" for n in self._nodes.values() for t in n.taints
+        ):
+            preferences = preferences or [(0, {})]
         best: str | None = None
         best_score = -1.0
         found = 0
@@ -413,6 +423,8 @@ class DefaultScheduler:
             if pod_rules and self._pod_rule_reason(pod, class_key, node) is not None:
                 continue
             score = _least_allocated(allocatable, used, requests)
+            if preferences:
+                score += _preference_score(preferences, tolerations, node)
             if score > best_score:
                 best, best_score = name, score
             found += 1
@@ -786,6 +798,39 @@ class DefaultScheduler:
 
 
 # ---------------------------------------------------------------------------- pod spec views
+
+
+def _preferred_terms(pod: JsonObject) -> list[tuple[int, JsonObject]]:
+    """(weight, nodeSelectorTerm) of preferredDuringSchedulingIgnoredDuringExecution."""
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    return [
+        (int(p.get("weight", 0)), p.get("preference") or {})
+        for p in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    ]
+
+
+def _preference_score(
+    preferences: list[tuple[int, JsonObject]], tolerations: list[JsonObject], node: _Node
+) -> float:
+    """kube's NodeAffinity (weight 2) and TaintToleration (weight 3) scores on the scale of
+    LeastAllocated (0..1): the share of preferred-term weight the node matches, less a share
+    for each PreferNoSchedule taint the pod does not tolerate."""
+    score = 0.0
+    total_weight = sum(weight for weight, _ in preferences)
+    if total_weight > 0:
+        matched = sum(
+            weight
+            for weight, term in preferences
+            if term and node_selector_term_matches(term, node.labels, node.name)
+        )
+        score += 2.0 * matched / total_weight
+    untolerated = sum(
+        1
+        for taint in node.taints
+        if taint.get("effect") == "PreferNoSchedule"
+        and not any(tolerates(t, taint) for t in tolerations)
+    )
+    return score - 3.0 * min(1.0, untolerated / 3)
 
 
 def _least_allocated(allocatable: Resources, used: Resources, requests: Resources) -> float:

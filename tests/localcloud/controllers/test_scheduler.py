@@ -373,3 +373,58 @@ async def test_node_added_while_a_pass_runs_is_not_missed(store: Store) -> None:
         return not (await store.list("pods", "default", field_selector="spec.nodeName=")).items
 
     await eventually(all_bound)
+
+
+async def test_preferences_steer_the_choice_among_feasible_nodes(store: Store) -> None:
+    """Preferred node affinity draws a pod to the preferred node even when it is busier, and a
+    PreferNoSchedule taint pushes pods away from an otherwise equal node."""
+    await store.create("nodes", node("busy-ssd", labels={"disk": "ssd"}))
+    await store.create("nodes", node("idle-hdd", labels={"disk": "hdd"}))
+    await store.create("pods", pod("filler", cpu="2", nodeSelector={"disk": "ssd"}), "default")
+    assert await eventually(lambda: node_of(store, "filler")) == "busy-ssd"
+    preferred = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 50,
+                    "preference": {
+                        "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]
+                    },
+                }
+            ]
+        }
+    }
+    await store.create("pods", pod("fast", affinity=preferred), "default")
+    assert await eventually(lambda: node_of(store, "fast")) == "busy-ssd"
+
+    await store.create(
+        "nodes", node("soft", taints=[{"key": "spot", "value": "x", "effect": "PreferNoSchedule"}])
+    )
+    await store.create("nodes", node("plain"))
+    for index in range(2):
+        await store.create(
+            "pods",
+            pod(
+                f"free{index}",
+                affinity={
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "kubernetes.io/hostname",
+                                            "operator": "In",
+                                            "values": ["soft", "plain"],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+            ),
+            "default",
+        )
+    assert await eventually(lambda: node_of(store, "free0")) == "plain"
+    assert await eventually(lambda: node_of(store, "free1")) == "plain"
