@@ -28,15 +28,9 @@ from collections.abc import Sequence
 import grpc
 import structlog
 
-# `python bench/ice_retry.py` puts bench/ first on sys.path, where bench/localcloud.py would
-# shadow the localcloud package.
-sys.path[:] = [
-    p for p in sys.path if os.path.abspath(p) != os.path.dirname(os.path.abspath(__file__))
-]
-
-from daiku.actuator.v1 import actuator_pb2 as pb  # noqa: E402
-from daiku.actuator.v1 import actuator_pb2_grpc  # noqa: E402
-from localcloud.ec2 import CreateFleetCall, Ec2Emulator  # noqa: E402
+from daiku.actuator.v1 import actuator_pb2 as pb
+from daiku.actuator.v1 import actuator_pb2_grpc
+from localcloud.ec2 import CreateFleetCall, Ec2Emulator
 
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f")
 NODE_CLASS = pb.NodeClass(

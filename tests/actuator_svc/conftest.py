@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -34,24 +33,6 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-@pytest.fixture(autouse=True)
-def close_event_loop_left_by_sync_test(request: pytest.FixtureRequest) -> Iterator[None]:
-    """looptime's pytest hook asks the policy for a loop even around sync tests, which creates
-    one nobody closes; its ResourceWarning then fails the next async test (warnings are errors).
-    """
-    yield
-    if inspect.iscoroutinefunction(request.function):
-        return
-    policy = asyncio.get_event_loop_policy()
-    try:
-        loop = policy.get_event_loop()
-    except RuntimeError:  # no loop set: nothing leaked
-        return
-    if not loop.is_running():
-        loop.close()
-        policy.set_event_loop(None)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Throughput of localcloud's Kubernetes API server: is it ever the bottleneck of a benchmark?
 
-    uv run python bench/localcloud.py [--pods 10000] [--nodes 1000] [--watchers 5]
+    uv run python bench/localcloud_api.py [--pods 10000] [--nodes 1000] [--watchers 5]
 
 Prints:
 - writes/s in-process (Store.create/patch) and over HTTP (kubernetes wire format, plain HTTP,
@@ -22,15 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-# This script shares its name with the package it measures: keep its own directory off the
-# import path so that `localcloud` resolves to the package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import aiohttp
+import structlog
 
-import aiohttp  # noqa: E402
-import structlog  # noqa: E402
-
-from localcloud.kube.server import KubeApiServer  # noqa: E402
-from localcloud.kube.store import Store  # noqa: E402
+from localcloud.kube.server import KubeApiServer
+from localcloud.kube.store import Store
 
 
 def pod(name: str, node: str) -> dict[str, Any]:
