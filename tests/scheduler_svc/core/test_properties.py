@@ -125,11 +125,12 @@ def _check(problem: SchedulingInput, result: SchedulingResult) -> None:  # noqa:
     assert Counter(placed + [u.pod for u in result.unschedulable]) == Counter(list(by_key))
     assert all(u.reason for u in result.unschedulable)
     used_cpu: dict[str, int] = defaultdict(int)
-    spread_zones: Counter[str] = Counter()
     affinity_zones: set[str] = set()
+    spread_zones: Counter[str] = Counter()
     for placement in result.existing_placements:
         if any(by_key[k].pod_affinity for k in placement.pods):
             affinity_zones.add("z1")  # the only existing node is in z1
+        spread_zones["z1"] += sum(1 for k in placement.pods if by_key[k].topology_spread)
     for claim in result.new_claims:
         members = [by_key[k] for k in claim.pods]
         if any(p.pod_affinity for p in members):
@@ -178,6 +179,7 @@ def _check(problem: SchedulingInput, result: SchedulingResult) -> None:  # noqa:
     for placement in result.existing_placements:
         node = next(n for n in problem.nodes if n.name == placement.node)
         members = [*node.pods, *(by_key[k] for k in placement.pods)]
+        assert not any(by_key[k].pod_anti_affinity or by_key[k].host_ports for k in placement.pods)
         assert sum(p.requests().cpu_millis for p in members) <= node.allocatable.cpu_millis
         assert sum(p.requests().memory_bytes for p in members) <= node.allocatable.memory_bytes
 
@@ -193,8 +195,21 @@ def test_plans_keep_every_hard_rule(
 ) -> None:
     """No node is overcommitted, every hard constraint and limit holds, every pod is placed or
     has a reason, and the same input gives the same plan."""
+    # The existing node already runs an anti-affinity pod and a port-8080 pod: pending pods
+    # of those kinds must not join it.
+    running = (
+        Pod("old-anti", labels={"kind": "anti"}, containers=(Resources(cpu_millis=100),)),
+        Pod("old-port", host_ports=(HostPort(8080),), containers=(Resources(cpu_millis=100),)),
+    )
     nodes = (
-        (Node("n1", {ZONE: "z1", ARCH: "amd64"}, allocatable=Resources(2000, 4 * GIB, 10)),)
+        (
+            Node(
+                "n1",
+                {ZONE: "z1", ARCH: "amd64"},
+                allocatable=Resources(4000, 8 * GIB, 10),
+                pods=running,
+            ),
+        )
         if with_node
         else ()
     )
