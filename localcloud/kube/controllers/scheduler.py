@@ -399,9 +399,7 @@ class DefaultScheduler:
         requested = [(name, amount) for name, amount in requests.items() if amount > 0]
         preferences = _preferred_terms(pod)
         tolerations = (pod.get("spec") or {}).get("tolerations") or []
-        if any(
-            t.get("effect") == "PreferNoSchedule" for n in self._nodes.values() for t in n.taints
-        ):
+        if self._soft_tainted:
             preferences = preferences or [(0, {})]
         best: str | None = None
         best_score = -1.0
