@@ -248,6 +248,12 @@ class DefaultScheduler:
         if self._unaccount(key):
             self._request_retry()
         if self._is_pending(pod):
+            if (
+                key in self._unschedulable
+                and previous is not None
+                and _scheduling_view(pod) != _scheduling_view(previous)
+            ):
+                self._unschedulable.discard(key)  # edited (tolerations, labels): try again now
             if key not in self._unschedulable and key not in self._active:
                 self._active[key] = None
                 self._wake.set()
@@ -841,6 +847,11 @@ def _least_allocated(allocatable: Resources, used: Resources, requests: Resource
             total += (capacity - used.get(resource, 0) - requests.get(resource, 0)) / capacity
             shares += 1
     return total / shares if shares else 0.0
+
+
+def _scheduling_view(pod: JsonObject) -> tuple[Any, Any]:
+    """What of a pod its placement depends on (its spec and labels, not its status)."""
+    return pod.get("spec"), pod["metadata"].get("labels")
 
 
 def _claim_names(pod: JsonObject) -> list[str]:
