@@ -430,14 +430,23 @@ async def test_preferences_steer_the_choice_among_feasible_nodes(store: Store) -
     assert await eventually(lambda: node_of(store, "free1")) == "plain"
 
 
-async def test_editing_a_waiting_pod_retries_it(store: Store) -> None:
-    """A pod waiting for a toleration is bound as soon as the toleration is added to it."""
+async def test_editing_a_waiting_pod_retries_it() -> None:
+    """A pod waiting for a toleration is bound as soon as the toleration is added to it (with
+    retries on cluster changes an hour apart, only the edit can explain the binding)."""
+    store = Store()
+    scheduler = DefaultScheduler(store, retry_debounce_seconds=3600)
     await store.create(
         "nodes", node("gpu", taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}])
     )
-    await store.create("pods", pod("trainer"), "default")
-    await eventually(lambda: unschedulable_message(store, "trainer"))
-    current = await store.get("pods", "trainer", "default")
-    current["spec"]["tolerations"].append({"key": "gpu", "operator": "Exists"})
-    await store.update("pods", current, "default")
-    assert await eventually(lambda: node_of(store, "trainer")) == "gpu"
+    task = asyncio.create_task(scheduler.run())
+    try:
+        await store.create("pods", pod("trainer"), "default")
+        await eventually(lambda: unschedulable_message(store, "trainer"))
+        current = await store.get("pods", "trainer", "default")
+        current["spec"]["tolerations"].append({"key": "gpu", "operator": "Exists"})
+        await store.update("pods", current, "default")
+        assert await eventually(lambda: node_of(store, "trainer")) == "gpu"
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
