@@ -113,6 +113,13 @@ async def start_module(
         ready_line = await asyncio.wait_for(
             _wait_for_ready(process.stdout, log_file, startup_lines), ready_timeout_seconds
         )
+    except asyncio.CancelledError:
+        # The caller gave up (e.g. another part of the stack failed): leave no orphan behind.
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+        log_file.close()
+        raise
     except (TimeoutError, ProcessFailedError) as error:
         with contextlib.suppress(ProcessLookupError):
             process.kill()

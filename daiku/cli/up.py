@@ -42,6 +42,7 @@ from daiku.cli.up_runner import (
 from daiku.cli.up_stack import (
     SchedulerUnavailableError,
     Stack,
+    new_stack,
     price_book,
     start_actuator,
     start_localcloud,
@@ -142,29 +143,38 @@ class UpRun:
         return status
 
     async def _start(self) -> None:
+        """localcloud, then (while the actuator and the scheduler start) CRDs and objects."""
         options = self.options
         self.say(f"daiku up: logs and kubeconfig in {options.work_dir}")
-        self.say("starting localcloud (Kubernetes API server, control plane, EC2 emulator)")
-        stack = self.stack = await start_localcloud(
-            options.work_dir, cluster_name=options.cluster_name, boot_seconds=options.boot_seconds
+        self.say(
+            "starting localcloud (Kubernetes API server, control plane, EC2 emulator) "
+            "and the actuator"
         )
-        self.say(f"localcloud ready: {stack.localcloud.ready_field('kube_url')}")
-        kube = self.kube = await KubeClient.from_kubeconfig(stack.kubeconfig)
-        # The actuator starts while the CRDs and objects go in; neither needs the other.
+        stack = self.stack = new_stack(options.work_dir, options.cluster_name)
         actuator_start = asyncio.create_task(start_actuator(stack))
+        starting: list[asyncio.Task[None]] = [actuator_start]
         try:
+            await start_localcloud(stack, boot_seconds=options.boot_seconds)
+            assert stack.localcloud is not None
+            self.say(f"localcloud ready: {stack.localcloud.ready_field('kube_url')}")
+            kube = self.kube = await KubeClient.from_kubeconfig(stack.kubeconfig)
             await install_crds(kube, CRD_DIR)
             self.say("CRDs installed (NodePool, EC2NodeClass, NodeClaim)")
+            if options.with_scheduler:
+                starting.append(asyncio.create_task(start_scheduler(stack)))
             await apply_objects(kube, options.scenario, lambda line: self.say(f"  {line}"))
-        finally:
             await actuator_start
-        self.say(f"actuator ready on {stack.actuator_address}")
-        prices = await price_book(stack.actuator_address)
-        if options.with_scheduler:
-            await start_scheduler(stack)
-            self.say(f"scheduler ready (metrics on 127.0.0.1:{stack.scheduler_metrics_port})")
-        else:
-            self.say("scheduler NOT started (--without-scheduler): nothing will provision nodes")
+            self.say(f"actuator ready on {stack.actuator_address}")
+            prices = await price_book(stack.actuator_address)
+            if options.with_scheduler:
+                await starting[-1]
+                self.say(f"scheduler ready (metrics on 127.0.0.1:{stack.scheduler_metrics_port})")
+            else:
+                self.say("scheduler NOT started (--without-scheduler): nothing provisions nodes")
+        finally:
+            for task in starting:
+                task.cancel()
+            await asyncio.gather(*starting, return_exceptions=True)
         self.observer = Observer(
             kube,
             self.recorder,

@@ -44,20 +44,48 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class StackPorts:
+    """Ports chosen up front, so the actuator and the scheduler can start while localcloud
+    is still starting (each spends seconds importing its libraries)."""
+
+    ec2: int
+    actuator: int
+
+    @classmethod
+    def free(cls) -> StackPorts:
+        return cls(ec2=free_port(), actuator=free_port())
+
+    @property
+    def ec2_endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.ec2}"
+
+    @property
+    def actuator_address(self) -> str:
+        return f"127.0.0.1:{self.actuator}"
+
+
 @dataclass
 class Stack:
-    """The running processes and where they serve."""
+    """The running processes and where they serve; `stop()` stops them all."""
 
     work_dir: Path
     cluster_name: str
+    ports: StackPorts
     kubeconfig: Path
-    localcloud: ManagedProcess
-    ec2_endpoint_url: str
+    localcloud: ManagedProcess | None = None
     actuator: ManagedProcess | None = None
-    actuator_address: str = ""
     scheduler: ManagedProcess | None = None
     scheduler_metrics_port: int = 0
     processes: list[ManagedProcess] = field(default_factory=list)
+
+    @property
+    def actuator_address(self) -> str:
+        return self.ports.actuator_address
+
+    def add(self, process: ManagedProcess) -> ManagedProcess:
+        self.processes.append(process)
+        return process
 
     async def stop(self) -> dict[str, int]:
         """Stop every process, the last started first; their exit codes by name."""
@@ -75,47 +103,47 @@ class Stack:
         ]
 
 
-async def start_localcloud(
-    work_dir: Path, *, cluster_name: str, boot_seconds: float, kube_port: int = 0
-) -> Stack:
-    kubeconfig = work_dir / "kubeconfig"
+def new_stack(work_dir: Path, cluster_name: str) -> Stack:
+    return Stack(
+        work_dir=work_dir,
+        cluster_name=cluster_name,
+        ports=StackPorts.free(),
+        kubeconfig=work_dir / "kubeconfig",
+    )
+
+
+async def start_localcloud(stack: Stack, *, boot_seconds: float) -> None:
     process = await start_module(
         "localcloud",
         "localcloud",
         [
             "--kubeconfig",
-            str(kubeconfig),
-            "--kube-port",
-            str(kube_port),
+            str(stack.kubeconfig),
+            "--ec2-port",
+            str(stack.ports.ec2),
             "--boot-seconds",
             str(boot_seconds),
             "--cluster-name",
-            cluster_name,
+            stack.cluster_name,
             "--log-level",
             "warning",
         ],
-        work_dir,
+        stack.work_dir,
     )
-    stack = Stack(
-        work_dir=work_dir,
-        cluster_name=cluster_name,
-        kubeconfig=kubeconfig,
-        localcloud=process,
-        ec2_endpoint_url=process.ready_field("ec2_endpoint_url"),
-    )
-    stack.processes.append(process)
-    return stack
+    stack.localcloud = stack.add(process)
 
 
 async def start_actuator(stack: Stack) -> None:
+    """The actuator on its chosen port; it may start before the EC2 emulator serves (it
+    fetches the catalog again on first use when its start-up prefetch fails)."""
     process = await start_module(
         "actuator",
         "actuator_svc",
         [
             "--listen",
-            "127.0.0.1:0",
+            stack.ports.actuator_address,
             "--ec2-endpoint-url",
-            stack.ec2_endpoint_url,
+            stack.ports.ec2_endpoint_url,
             "--cluster-name",
             stack.cluster_name,
             "--interruption-queue",
@@ -129,12 +157,12 @@ async def start_actuator(stack: Stack) -> None:
             "AWS_REGION": "us-east-1",
         },
     )
-    stack.processes.append(process)
-    stack.actuator = process
-    stack.actuator_address = process.ready_address()
+    stack.actuator = stack.add(process)
 
 
 async def start_scheduler(stack: Stack, extra_args: list[str] | None = None) -> None:
+    """The scheduler against localcloud's kubeconfig (which must exist) and the actuator's
+    address (which need not serve yet: gRPC connects when the first call is made)."""
     problem = scheduler_problem()
     if problem is not None:
         raise SchedulerUnavailableError(problem)
@@ -146,7 +174,7 @@ async def start_scheduler(stack: Stack, extra_args: list[str] | None = None) -> 
             "--kubeconfig",
             str(stack.kubeconfig),
             "--actuator-address",
-            stack.actuator_address,
+            stack.ports.actuator_address,
             "--cluster-name",
             stack.cluster_name,
             "--metrics-port",
@@ -158,8 +186,7 @@ async def start_scheduler(stack: Stack, extra_args: list[str] | None = None) -> 
         ],
         stack.work_dir,
     )
-    stack.processes.append(process)
-    stack.scheduler = process
+    stack.scheduler = stack.add(process)
 
 
 async def price_book(actuator_address: str, timeout_seconds: float = 30.0) -> PriceBook:

@@ -1,6 +1,7 @@
 """What `daiku up` runs with no `--scenario`: seed 000's walk-through on the embedded cloud.
 
-A NodePool `default` (spot, then on-demand; amd64 and arm64), an EC2NodeClass `default` whose
+A NodePool `default` (spot, then on-demand; amd64 and arm64; c, m and r families newer than
+the second generation, as in Karpenter's getting-started guide), an EC2NodeClass `default` whose
 subnets and security groups are found by the tag `karpenter.sh/discovery: <cluster>` (localcloud
 tags its subnets and security groups that way), and a Deployment `inflate` of pause pods
 requesting 500m / 512Mi, scaled 0 -> 5 -> 20 with a wait until settled after each scale.
@@ -44,6 +45,18 @@ def default_node_pool() -> KubeObject:
                             "key": "kubernetes.io/arch",
                             "operator": "In",
                             "values": ["amd64", "arm64"],
+                        },
+                        # As Karpenter's getting-started NodePool: general-purpose families of
+                        # recent generations, not burstable micro instances.
+                        {
+                            "key": "karpenter.k8s.aws/instance-category",
+                            "operator": "In",
+                            "values": ["c", "m", "r"],
+                        },
+                        {
+                            "key": "karpenter.k8s.aws/instance-generation",
+                            "operator": "Gt",
+                            "values": ["2"],
                         },
                     ],
                     "expireAfter": "720h",
