@@ -1,0 +1,231 @@
+"""What the scheduler writes to Kubernetes: NodeClaims (create, status, labels, finalizer,
+delete), Node registration patches, Events and NodePool/EC2NodeClass status.
+
+Every method states the one API call (or the two) it makes; callers decide what to do on the
+typed errors of `scheduler_svc.errors` (`KubeNotFoundError` for an object already gone is
+usually "done"). Conditions are written whole: the CRDs declare them a map keyed by type, and a
+merge patch replaces the list, so `set_condition` computes the new list from the current one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from scheduler_svc.errors import KubeNotFoundError
+from scheduler_svc.kube.objects import KubeObjects
+from scheduler_svc.kube.resources import (
+    EC2_NODE_CLASSES,
+    NODE_CLAIMS,
+    NODE_POOLS,
+    NODES,
+    KubeObject,
+)
+
+TERMINATION_FINALIZER = "daiku.dev/termination"
+UNREGISTERED_TAINT_KEY = "daiku.dev/unregistered"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC with second precision, as the API server writes times."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_timestamp(text: object) -> datetime | None:
+    """An RFC 3339 time from an object, None when absent or unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def conditions_of(obj: KubeObject) -> list[dict[str, Any]]:
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
+
+
+def condition(obj: KubeObject, condition_type: str) -> dict[str, Any] | None:
+    """The status condition of `condition_type`, None when absent."""
+    return next((c for c in conditions_of(obj) if c.get("type") == condition_type), None)
+
+
+def is_condition_true(obj: KubeObject, condition_type: str) -> bool:
+    found = condition(obj, condition_type)
+    return found is not None and found.get("status") == "True"
+
+
+def with_condition(
+    conditions: Sequence[Mapping[str, Any]],
+    condition_type: str,
+    status: Literal["True", "False", "Unknown"],
+    *,
+    reason: str,
+    message: str = "",
+    now: datetime,
+    observed_generation: int | None = None,
+) -> list[dict[str, Any]]:
+    """`conditions` with one condition set; lastTransitionTime moves only when status does."""
+    result: list[dict[str, Any]] = []
+    replaced = False
+    for current in conditions:
+        if current.get("type") != condition_type:
+            result.append(dict(current))
+            continue
+        replaced = True
+        changed = current.get("status") != status
+        updated: dict[str, Any] = {
+            "type": condition_type,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": timestamp(now)
+            if changed
+            else current.get("lastTransitionTime", timestamp(now)),
+        }
+        if observed_generation is not None:
+            updated["observedGeneration"] = observed_generation
+        result.append(updated)
+    if not replaced:
+        added: dict[str, Any] = {
+            "type": condition_type,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": timestamp(now),
+        }
+        if observed_generation is not None:
+            added["observedGeneration"] = observed_generation
+        result.append(added)
+    return result
+
+
+def name_of(obj: KubeObject) -> str:
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+class KubeWriter:
+    """The scheduler's writes, over `KubeObjects`. `clock` stamps condition transitions."""
+
+    def __init__(self, objects: KubeObjects, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self.objects = objects
+        self._clock = clock
+
+    # -- NodeClaims -----------------------------------------------------------------------------
+
+    async def create_nodeclaim(self, nodeclaim: KubeObject) -> KubeObject:
+        """POST the NodeClaim; KubeAlreadyExistsError when its name is taken."""
+        return await self.objects.create(NODE_CLAIMS, nodeclaim)
+
+    async def patch_nodeclaim(self, name: str, patch: Mapping[str, Any]) -> KubeObject:
+        """Merge-patch the NodeClaim's metadata/spec."""
+        return await self.objects.patch(NODE_CLAIMS, name, dict(patch))
+
+    async def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> KubeObject:
+        """Merge-patch the NodeClaim's status subresource with `status`."""
+        return await self.objects.patch(
+            NODE_CLAIMS, name, {"status": dict(status)}, subresource="status"
+        )
+
+    async def set_nodeclaim_conditions(
+        self,
+        claim: KubeObject,
+        updates: Iterable[tuple[str, Literal["True", "False", "Unknown"], str, str]],
+        extra_status: Mapping[str, Any] | None = None,
+    ) -> KubeObject:
+        """Set conditions (type, status, reason, message) on `claim` (from its current list)
+        plus any `extra_status` fields, in one status patch."""
+        now = self._clock()
+        conditions = conditions_of(claim)
+        for condition_type, status, reason, message in updates:
+            conditions = with_condition(
+                conditions, condition_type, status, reason=reason, message=message, now=now
+            )
+        return await self.patch_nodeclaim_status(
+            name_of(claim), {**(extra_status or {}), "conditions": conditions}
+        )
+
+    async def delete_nodeclaim(self, name: str) -> None:
+        """DELETE the NodeClaim (its finalizer keeps it until the termination is done);
+        an already-deleted claim is fine."""
+        try:
+            await self.objects.delete(NODE_CLAIMS, name)
+        except KubeNotFoundError:
+            return
+
+    async def remove_nodeclaim_finalizer(self, claim: KubeObject) -> None:
+        """Drop our finalizer from the claim (conditionally on its resourceVersion, so a
+        concurrent change is not overwritten); gone already is fine."""
+        await self._remove_finalizer(NODE_CLAIMS, claim)
+
+    # -- Nodes ----------------------------------------------------------------------------------
+
+    async def patch_node(self, name: str, patch: Mapping[str, Any]) -> KubeObject:
+        """Merge-patch a Node (labels, taints, finalizers, unschedulable)."""
+        return await self.objects.patch(NODES, name, dict(patch))
+
+    async def delete_node(self, name: str) -> None:
+        """DELETE the Node; gone already is fine."""
+        try:
+            await self.objects.delete(NODES, name)
+        except KubeNotFoundError:
+            return
+
+    async def remove_node_finalizer(self, node: KubeObject) -> None:
+        """Drop our finalizer from the Node; gone already is fine."""
+        await self._remove_finalizer(NODES, node)
+
+    async def _remove_finalizer(self, resource: Any, obj: KubeObject) -> None:
+        metadata = obj.get("metadata") or {}
+        finalizers = list(metadata.get("finalizers") or [])
+        if TERMINATION_FINALIZER not in finalizers:
+            return
+        remaining = [f for f in finalizers if f != TERMINATION_FINALIZER]
+        patch = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": metadata.get("resourceVersion"),
+            },
+            {"op": "replace", "path": "/metadata/finalizers", "value": remaining},
+        ]
+        try:
+            await self.objects.patch(resource, name_of(obj), patch, patch_type="json")
+        except KubeNotFoundError:
+            return
+
+    # -- Events -------------------------------------------------------------------------------
+
+    async def event(
+        self,
+        involved: KubeObject,
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+    ) -> None:
+        """Record an Event about `involved` (pod, NodeClaim, NodePool)."""
+        await self.objects.record_event(
+            involved, reason=reason, message=message, event_type="Warning" if warning else "Normal"
+        )
+
+    # -- NodePools and EC2NodeClasses ----------------------------------------------------------
+
+    async def patch_nodepool_status(self, name: str, status: Mapping[str, Any]) -> KubeObject:
+        return await self.objects.patch(
+            NODE_POOLS, name, {"status": dict(status)}, subresource="status"
+        )
+
+    async def patch_ec2nodeclass_status(self, name: str, status: Mapping[str, Any]) -> KubeObject:
+        return await self.objects.patch(
+            EC2_NODE_CLASSES, name, {"status": dict(status)}, subresource="status"
+        )

@@ -1,0 +1,426 @@
+"""NodeClaim lifecycle: launch -> register -> initialize, timeouts, termination, and garbage
+collection. Everything it decides comes from the mirror (the API server's state), so a restarted
+scheduler carries on where the previous one stopped.
+
+Per claim, on every change of claims or nodes (and every `tick_seconds` for the timeouts):
+- **launch**: no `Launched` condition and not being launched by the provisioner -> launch it
+  (the actuator is idempotent per claim: a relaunch after a restart finds the instance the first
+  launch made); past `launch_timeout` (5 min) -> the claim is deleted.
+- **register**: a Node with the claim's providerID -> the Node gets the claim's labels and
+  taints, loses `daiku.dev/unregistered`, gets the `daiku.dev/termination` finalizer; the claim
+  gets `Registered=True` and status.nodeName. No Node within `registration_timeout` (15 min)
+  after launch -> the claim is deleted (and so its instance terminated).
+- **initialize**: the Node is Ready and has none of the claim's startup taints (nor the
+  unregistered taint) -> `Initialized=True` and `Ready=True`.
+- **terminate** (claim deleted, our finalizer on it): delete its Node, TerminateNodeClaim,
+  and once the instance is shutting-down/terminated (or NOT_FOUND) remove the finalizers (Node,
+  then claim). The drain is issue 6's; here pods go with the Node.
+Garbage collection every `gc_interval_seconds`: cluster instances whose claim does not exist,
+launched more than `orphan_age` (30 s) ago, are terminated; launched claims whose instance is
+gone (the actuator says terminated or NOT_FOUND) are deleted.
+NodePool status: resources in use (capacity of its claims, node count) and `Ready`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NoReturn
+
+import structlog
+
+from scheduler_svc.core.quantity import resource_units
+from scheduler_svc.errors import (
+    ActuatorError,
+    KubeApiError,
+    KubeConflictError,
+    KubeNotFoundError,
+    NotFoundError,
+)
+from scheduler_svc.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES, KubeObject
+from scheduler_svc.kube.writer import (
+    TERMINATION_FINALIZER,
+    UNREGISTERED_TAINT_KEY,
+    KubeWriter,
+    condition,
+    is_condition_true,
+    name_of,
+    parse_timestamp,
+    utc_now,
+)
+from scheduler_svc.lifecycle.launch import ClaimLauncher
+from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.provisioning.nodeclaim_template import format_quantity
+from scheduler_svc.state.cluster import Change, ClusterMirror
+
+log = structlog.get_logger(__name__)
+
+_GONE_STATES = frozenset({"shutting-down", "terminated"})
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleSettings:
+    launch_timeout_seconds: float = 300.0
+    registration_timeout_seconds: float = 900.0
+    orphan_age_seconds: float = 30.0
+    gc_interval_seconds: float = 10.0
+    tick_seconds: float = 5.0
+
+
+def _metadata(obj: KubeObject) -> dict[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _pool_of(obj: KubeObject) -> str:
+    return str((_metadata(obj).get("labels") or {}).get("daiku.dev/nodepool", ""))
+
+
+def _is_node_ready(node: KubeObject) -> bool:
+    return is_condition_true(node, "Ready")
+
+
+def _taints(obj: KubeObject) -> list[dict[str, Any]]:
+    taints = (obj.get("spec") or {}).get("taints")
+    return [t for t in taints if isinstance(t, dict)] if isinstance(taints, list) else []
+
+
+class LifecycleController:
+    """Reconciles every NodeClaim (see the module docstring); `on_change` is the mirror
+    listener. `clock` is wall time (UTC), injectable for the timeouts."""
+
+    def __init__(
+        self,
+        *,
+        mirror: ClusterMirror,
+        writer: KubeWriter,
+        actuator: Any,
+        launcher: ClaimLauncher,
+        metrics: SchedulerMetrics,
+        launching: set[str],
+        settings: LifecycleSettings | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._mirror = mirror
+        self._writer = writer
+        self._actuator = actuator
+        self._launcher = launcher
+        self._metrics = metrics
+        self._launching = launching
+        self.settings = settings or LifecycleSettings()
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def on_change(self, change: Change) -> None:
+        if change.resource in (NODE_CLAIMS, NODES):
+            self._wake.set()
+
+    async def run(self) -> NoReturn:
+        """Reconcile on every change (and every tick), garbage-collect every interval."""
+        loop = asyncio.get_running_loop()
+        next_gc = loop.time() + self.settings.gc_interval_seconds
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.tick_seconds):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.reconcile_all()
+                if loop.time() >= next_gc:
+                    next_gc = loop.time() + self.settings.gc_interval_seconds
+                    await self.collect_garbage()
+            except Exception:
+                log.exception("lifecycle_reconcile_failed")
+
+    async def close(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._tasks.clear()
+
+    def _spawn(self, key: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` unless work for `key` is already running (one operation per claim)."""
+        if key in self._tasks:
+            work.close()
+            return
+        task = asyncio.create_task(work, name=f"lifecycle-{key}")
+        self._tasks[key] = task
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if self._tasks.get(key) is finished:
+                del self._tasks[key]
+            if not finished.cancelled() and finished.exception() is not None:
+                log.error("lifecycle_task_failed", key=key, error=repr(finished.exception()))
+            self._wake.set()  # a step finished: look again (the next step may be due)
+
+        task.add_done_callback(done)
+
+    async def wait_idle(self) -> None:
+        """Wait for the claim operations running now (tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    # -- per claim ----------------------------------------------------------------------------
+
+    async def reconcile_all(self) -> None:
+        for name, claim in list(self._mirror.objects(NODE_CLAIMS).items()):
+            self._reconcile(name, claim)
+        for node in list(self._mirror.objects(NODES).values()):
+            self._reconcile_node(node)
+        await self._report_nodepools()
+
+    def _reconcile(self, name: str, claim: KubeObject) -> None:
+        metadata = _metadata(claim)
+        now = self._clock()
+        if metadata.get("deletionTimestamp"):
+            if TERMINATION_FINALIZER in (metadata.get("finalizers") or []):
+                self._spawn(name, self._terminate(name))
+            return
+        launched = condition(claim, "Launched")
+        if launched is None or launched.get("status") != "True":
+            if name in self._launching:
+                return
+            created = parse_timestamp(metadata.get("creationTimestamp")) or now
+            if now - created > timedelta(seconds=self.settings.launch_timeout_seconds):
+                self._spawn(name, self._expire(name, "launch timed out"))
+            else:
+                self._spawn(name, self._launch(name))
+            return
+        provider_id = str((claim.get("status") or {}).get("providerID", ""))
+        node = self._mirror.node_by_provider_id(provider_id) if provider_id else None
+        if not is_condition_true(claim, "Registered"):
+            if node is not None:
+                self._spawn(name, self._register(name, node))
+                return
+            since = parse_timestamp(launched.get("lastTransitionTime")) or now
+            if now - since > timedelta(seconds=self.settings.registration_timeout_seconds):
+                self._spawn(name, self._expire(name, "registration timed out"))
+            return
+        if node is not None and not is_condition_true(claim, "Initialized"):
+            startup_keys = {t.get("key") for t in _taints(claim) if False} | {
+                t.get("key")
+                for t in (claim.get("spec") or {}).get("startupTaints") or []
+                if isinstance(t, dict)
+            }
+            node_keys = {t.get("key") for t in _taints(node)}
+            if (
+                _is_node_ready(node)
+                and not (startup_keys & node_keys)
+                and UNREGISTERED_TAINT_KEY not in node_keys
+            ):
+                self._spawn(name, self._initialize(name))
+
+    def _reconcile_node(self, node: KubeObject) -> None:
+        """A Node of ours deleted directly (kubectl delete node): delete its claim too, whose
+        termination then removes the Node's finalizer."""
+        metadata = _metadata(node)
+        if not metadata.get("deletionTimestamp") or TERMINATION_FINALIZER not in (
+            metadata.get("finalizers") or []
+        ):
+            return
+        provider_id = str((node.get("spec") or {}).get("providerID", ""))
+        claim = self._mirror.nodeclaim_by_provider_id(provider_id) if provider_id else None
+        if claim is None:
+            self._spawn(f"node/{name_of(node)}", self._release_node(node))
+        elif not _metadata(claim).get("deletionTimestamp"):
+            self._spawn(name_of(claim), self._expire(name_of(claim), "its Node was deleted"))
+
+    async def _launch(self, name: str) -> None:
+        claim = self._mirror.nodeclaim(name)
+        if claim is None or name in self._launching:
+            return
+        log.info("nodeclaim_relaunch", nodeclaim=name)
+        await self._launcher.launch(claim)
+
+    async def _expire(self, name: str, why: str) -> None:
+        claim = self._mirror.nodeclaim(name)
+        log.info("nodeclaim_expired", nodeclaim=name, reason=why)
+        if claim is not None:
+            self._metrics.claim_step(_pool_of(claim), "failed")
+            with contextlib.suppress(KubeApiError):
+                await self._writer.event(claim, "NodeClaimDeleted", why, warning=True)
+        await self._writer.delete_nodeclaim(name)
+
+    async def _register(self, name: str, node: KubeObject) -> None:
+        claim = self._mirror.nodeclaim(name)
+        if claim is None:
+            return
+        node_name = name_of(node)
+        claim_taints = _taints(claim)
+        for _attempt in range(5):
+            try:
+                current = await self._writer.objects.get(NODES, node_name)
+            except KubeNotFoundError:
+                return
+            updated = copy.deepcopy(current)
+            metadata = updated.setdefault("metadata", {})
+            labels = metadata.setdefault("labels", {})
+            labels.update(_metadata(claim).get("labels") or {})
+            finalizers = list(metadata.get("finalizers") or [])
+            if TERMINATION_FINALIZER not in finalizers:
+                finalizers.append(TERMINATION_FINALIZER)
+            metadata["finalizers"] = finalizers
+            spec = updated.setdefault("spec", {})
+            taints = [t for t in _taints(updated) if t.get("key") != UNREGISTERED_TAINT_KEY]
+            present = {(t.get("key"), t.get("effect")) for t in taints}
+            taints += [t for t in claim_taints if (t.get("key"), t.get("effect")) not in present]
+            if taints:
+                spec["taints"] = taints
+            else:
+                spec.pop("taints", None)
+            try:
+                await self._writer.objects.replace(NODES, updated)
+                break
+            except KubeConflictError:
+                continue
+        else:
+            log.warning("node_registration_conflicts", nodeclaim=name, node=node_name)
+            return
+        await self._writer.set_nodeclaim_conditions(
+            self._mirror.nodeclaim(name) or claim,
+            [("Registered", "True", "Registered", "")],
+            extra_status={"nodeName": node_name},
+        )
+        self._metrics.claim_step(_pool_of(claim), "registered")
+        log.info("nodeclaim_registered", nodeclaim=name, node=node_name)
+
+    async def _initialize(self, name: str) -> None:
+        claim = self._mirror.nodeclaim(name)
+        if claim is None:
+            return
+        await self._writer.set_nodeclaim_conditions(
+            claim,
+            [
+                ("Initialized", "True", "Initialized", ""),
+                ("Ready", "True", "Ready", ""),
+            ],
+        )
+        self._metrics.claim_step(_pool_of(claim), "initialized")
+        log.info("nodeclaim_initialized", nodeclaim=name)
+
+    async def _terminate(self, name: str) -> None:
+        claim = self._mirror.nodeclaim(name)
+        if claim is None:
+            return
+        provider_id = str((claim.get("status") or {}).get("providerID", ""))
+        node = self._mirror.node_by_provider_id(provider_id) if provider_id else None
+        if node is not None and not _metadata(node).get("deletionTimestamp"):
+            await self._writer.delete_node(name_of(node))
+        try:
+            terminated = await self._actuator.terminate_nodeclaim(name)
+            state = terminated.state
+        except NotFoundError:
+            state = "terminated"
+        except ActuatorError as error:
+            log.warning("nodeclaim_terminate_failed", nodeclaim=name, error=str(error))
+            return  # the next tick tries again
+        if state not in _GONE_STATES:
+            log.info("nodeclaim_instance_still_running", nodeclaim=name, state=state)
+            return
+        if node is not None:
+            latest = self._mirror.get(NODES, name_of(node)) or node
+            with contextlib.suppress(KubeConflictError):
+                await self._writer.remove_node_finalizer(latest)
+        latest_claim = self._mirror.nodeclaim(name) or claim
+        try:
+            await self._writer.remove_nodeclaim_finalizer(latest_claim)
+        except KubeConflictError:
+            return  # changed meanwhile: the next pass retries with the new version
+        self._metrics.claim_step(_pool_of(claim), "deleted")
+        log.info("nodeclaim_terminated", nodeclaim=name, instance_state=state)
+
+    async def _release_node(self, node: KubeObject) -> None:
+        with contextlib.suppress(KubeConflictError):
+            await self._writer.remove_node_finalizer(node)
+
+    # -- garbage collection -------------------------------------------------------------------
+
+    async def collect_garbage(self) -> None:
+        """Terminate orphaned instances; delete claims whose instance is gone."""
+        try:
+            instances = await self._actuator.list_nodeclaims()
+        except ActuatorError as error:
+            log.warning("gc_list_failed", error=str(error))
+            return
+        live = await self._terminate_orphans(instances)
+        await self._delete_claims_without_instance(live)
+
+    async def _terminate_orphans(self, instances: Any) -> set[str]:
+        """Terminate old instances no claim owns; return the claim names with a live instance."""
+        now = self._clock()
+        claims = self._mirror.objects(NODE_CLAIMS)
+        live: set[str] = set()
+        for instance in instances:
+            if instance.state in _GONE_STATES:
+                continue
+            live.add(instance.nodeclaim_name)
+            if not instance.nodeclaim_name or instance.nodeclaim_name in claims:
+                continue
+            launched = instance.launch_time or now
+            if now - launched < timedelta(seconds=self.settings.orphan_age_seconds):
+                continue
+            try:
+                await self._actuator.terminate_nodeclaim(instance.nodeclaim_name)
+            except NotFoundError:
+                continue
+            except ActuatorError as error:
+                log.warning(
+                    "gc_terminate_failed", nodeclaim=instance.nodeclaim_name, error=str(error)
+                )
+                continue
+            self._metrics.instances_garbage_collected.inc()
+            log.info(
+                "gc_instance_terminated",
+                nodeclaim=instance.nodeclaim_name,
+                instance_id=instance.instance_id,
+            )
+        return live
+
+    async def _delete_claims_without_instance(self, live: set[str]) -> None:
+        for name, claim in list(self._mirror.objects(NODE_CLAIMS).items()):
+            if name in live or _metadata(claim).get("deletionTimestamp"):
+                continue
+            if not is_condition_true(claim, "Launched") or name in self._launching:
+                continue
+            try:
+                instance = await self._actuator.get_nodeclaim(name)
+                gone = instance.state in _GONE_STATES
+            except NotFoundError:
+                gone = True
+            except ActuatorError:
+                continue
+            if gone:
+                log.info("gc_nodeclaim_instance_gone", nodeclaim=name)
+                await self._writer.delete_nodeclaim(name)
+
+    # -- NodePool status ----------------------------------------------------------------------
+
+    async def _report_nodepools(self) -> None:
+        totals: dict[str, dict[str, int]] = {}
+        for claim in self._mirror.objects(NODE_CLAIMS).values():
+            if _metadata(claim).get("deletionTimestamp"):
+                continue
+            used = totals.setdefault(_pool_of(claim), {"nodes": 0})
+            used["nodes"] += 1
+            capacity = (claim.get("status") or {}).get("capacity") or {}
+            for resource, quantity in capacity.items():
+                try:
+                    used[resource] = used.get(resource, 0) + resource_units(resource, quantity)
+                except ValueError:
+                    continue
+        for name, pool in list(self._mirror.objects(NODE_POOLS).items()):
+            used = totals.get(name, {"nodes": 0})
+            resources = {k: format_quantity(k, v) for k, v in sorted(used.items()) if k != "nodes"}
+            resources["nodes"] = str(used["nodes"])
+            pool_status = pool.get("status") or {}
+            if pool_status.get("resources") == resources:
+                continue
+            try:
+                await self._writer.patch_nodepool_status(name, {"resources": resources})
+            except KubeApiError as error:
+                log.warning("nodepool_status_write_failed", nodepool=name, error=str(error))

@@ -1,0 +1,231 @@
+"""Launch one NodeClaim through the actuator and record the result on the claim.
+
+Used by the provisioner right after it creates a claim and by the lifecycle controller for a
+claim left without `Launched` (the scheduler restarted mid-launch): LaunchNodeClaim is
+idempotent per claim name, so the second call returns the instance the first one started.
+
+Outcomes:
+- launched: the claim's status gets providerID, imageID, capacity, allocatable and
+  `Launched=True`; its labels the instance type, zone, capacity type and the type's labels.
+- exhausted (RESOURCE_EXHAUSTED: every offering failed): the failed offerings go to the
+  unavailable-offerings cache and the claim is deleted; its pods return to the next batch.
+- failed (a permanent error: bad node class, bad request): the claim is deleted, with an event
+  on its NodePool.
+- retry (actuator unavailable, deadline): the claim stays; the lifecycle controller tries again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+import structlog
+
+from daiku.actuator.v1 import actuator_pb2
+from scheduler_svc.actuator_client import LaunchedInstance, OfferingChoice, TaintSpec
+from scheduler_svc.core.model import UnavailableOffering
+from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE
+from scheduler_svc.core.taints import Taint, TaintEffect
+from scheduler_svc.errors import (
+    ActuatorError,
+    InvalidObjectError,
+    KubeApiError,
+    ResourceExhaustedError,
+    UnavailableError,
+)
+from scheduler_svc.kube.convert import kubelet_proto_from_k8s, node_class_proto_from_k8s
+from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, KubeObject
+from scheduler_svc.kube.writer import KubeWriter
+from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
+from scheduler_svc.provisioning.nodeclaim_template import (
+    UNREGISTERED_TAINT,
+    launch_request_of,
+    resource_list,
+)
+from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
+from scheduler_svc.state.cluster import ClusterMirror
+
+log = structlog.get_logger(__name__)
+
+ATTEMPTS_ANNOTATION = "daiku.dev/launch-attempts"
+FAILED_OFFERINGS_ANNOTATION = "daiku.dev/launch-failed-offerings"
+
+
+class LaunchOutcome(StrEnum):
+    LAUNCHED = "launched"
+    EXHAUSTED = "exhausted"
+    FAILED = "failed"
+    RETRY = "retry"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchResult:
+    outcome: LaunchOutcome
+    claim: KubeObject | None  # the claim as written after a launch
+    instance: LaunchedInstance | None = None
+    error: str = ""
+
+
+class Launcher(Protocol):
+    async def launch_nodeclaim(
+        self,
+        *,
+        nodeclaim_name: str,
+        nodepool_name: str,
+        offerings: Any,
+        node_class: actuator_pb2.NodeClass,
+        labels: Any = None,
+        taints: Any = (),
+        startup_taints: Any = (),
+        kubelet: actuator_pb2.KubeletConfiguration | None = None,
+    ) -> LaunchedInstance: ...
+
+
+def _taint(spec: dict[str, str]) -> TaintSpec:
+    return Taint(key=spec["key"], effect=TaintEffect(spec["effect"]), value=spec.get("value", ""))
+
+
+class ClaimLauncher:
+    """Launches claims (see the module docstring for the outcomes)."""
+
+    def __init__(
+        self,
+        *,
+        actuator: Any,
+        writer: KubeWriter,
+        mirror: ClusterMirror,
+        catalog: InstanceTypeCatalog,
+        unavailable: UnavailableOfferingsCache,
+        metrics: SchedulerMetrics,
+    ) -> None:
+        self._actuator = actuator
+        self._writer = writer
+        self._mirror = mirror
+        self._catalog = catalog
+        self._unavailable = unavailable
+        self._metrics = metrics
+
+    async def launch(self, claim: KubeObject) -> LaunchResult:
+        """Launch `claim`'s instance and record it (never raises for the expected failures)."""
+        name = str((claim.get("metadata") or {}).get("name", ""))
+        bound = log.bind(nodeclaim=name)
+        try:
+            request = launch_request_of(claim)
+            node_class_obj = self._node_class(name, request.node_class_name)
+            node_class = node_class_proto_from_k8s(node_class_obj)
+            kubelet = kubelet_proto_from_k8s(node_class_obj)
+        except (ValueError, InvalidObjectError) as error:
+            bound.warning("nodeclaim_launch_invalid", error=str(error))
+            return await self._give_up(claim, LaunchOutcome.FAILED, str(error))
+        offerings: list[OfferingChoice] = list(request.offerings)
+        try:
+            instance = await self._actuator.launch_nodeclaim(
+                nodeclaim_name=name,
+                nodepool_name=request.nodepool_name,
+                offerings=offerings,
+                node_class=node_class,
+                labels=request.labels,
+                taints=[_taint(t) for t in (*request.taints, UNREGISTERED_TAINT)],
+                startup_taints=[_taint(t) for t in request.startup_taints],
+                kubelet=kubelet,
+            )
+        except ResourceExhaustedError as error:
+            self._unavailable.mark(
+                UnavailableOffering(f.instance_type, f.zone, f.capacity_type)
+                for f in error.failed_offerings
+            )
+            bound.info(
+                "nodeclaim_launch_exhausted",
+                offerings=len(offerings),
+                failed_offerings=len(error.failed_offerings),
+            )
+            return await self._give_up(claim, LaunchOutcome.EXHAUSTED, error.message)
+        except UnavailableError as error:
+            bound.warning("nodeclaim_launch_unavailable", error=str(error))
+            return LaunchResult(LaunchOutcome.RETRY, None, error=str(error))
+        except ActuatorError as error:
+            bound.warning("nodeclaim_launch_failed", error=str(error), code=error.code)
+            return await self._give_up(claim, LaunchOutcome.FAILED, str(error))
+        try:
+            written = await self._record(claim, instance, node_class_obj)
+        except KubeApiError as error:
+            # The instance runs; the next reconcile launches again (idempotent) and records it.
+            bound.warning("nodeclaim_status_write_failed", error=str(error))
+            return LaunchResult(LaunchOutcome.RETRY, None, instance, str(error))
+        self._metrics.claim_step(request.nodepool_name, "launched")
+        bound.info(
+            "nodeclaim_launched",
+            provider_id=instance.provider_id,
+            instance_type=instance.instance_type,
+            zone=instance.zone,
+            capacity_type=instance.capacity_type,
+            price_per_hour=instance.price_per_hour,
+            attempts=len(instance.attempts),
+        )
+        return LaunchResult(LaunchOutcome.LAUNCHED, written, instance)
+
+    def _node_class(self, claim_name: str, class_name: str) -> KubeObject:
+        node_class = self._mirror.get(EC2_NODE_CLASSES, class_name)
+        if node_class is None:
+            raise InvalidObjectError(
+                kind="NodeClaim",
+                name=claim_name,
+                field="spec.nodeClassRef.name",
+                reason=f"EC2NodeClass {class_name!r} not found",
+            )
+        return node_class
+
+    async def _record(
+        self, claim: KubeObject, instance: LaunchedInstance, node_class: KubeObject
+    ) -> KubeObject:
+        name = str(claim["metadata"]["name"])
+        instance_type = self._catalog.lookup(node_class, instance.instance_type)
+        labels: dict[str, str] = dict(instance_type.labels) if instance_type else {}
+        labels.update(
+            {
+                LABEL_INSTANCE_TYPE: instance.instance_type,
+                LABEL_ZONE: instance.zone,
+                LABEL_CAPACITY_TYPE: instance.capacity_type,
+            }
+        )
+        patch: dict[str, Any] = {"metadata": {"labels": labels}}
+        if instance.attempts:
+            # How the launch went (one CreateFleet can try several offerings): for operators.
+            patch["metadata"]["annotations"] = {
+                ATTEMPTS_ANNOTATION: str(len(instance.attempts)),
+                FAILED_OFFERINGS_ANNOTATION: str(
+                    sum(len(a.failed_offerings) for a in instance.attempts)
+                ),
+            }
+        await self._writer.patch_nodeclaim(name, patch)
+        status: dict[str, Any] = {"providerID": instance.provider_id, "imageID": instance.image_id}
+        if instance_type is not None:
+            status["capacity"] = resource_list(instance_type.capacity)
+            status["allocatable"] = resource_list(instance_type.allocatable)
+        current = self._mirror.nodeclaim(name) or claim
+        return await self._writer.set_nodeclaim_conditions(
+            current, [("Launched", "True", "Launched", "")], extra_status=status
+        )
+
+    async def _give_up(self, claim: KubeObject, outcome: LaunchOutcome, why: str) -> LaunchResult:
+        """Delete a claim that will not launch (nothing runs for it: drop the finalizer first)."""
+        metadata = claim.get("metadata") or {}
+        name = str(metadata.get("name", ""))
+        pool = str((metadata.get("labels") or {}).get("daiku.dev/nodepool", ""))
+        self._metrics.claim_step(pool, "failed")
+        try:
+            await self._writer.patch_nodeclaim(name, {"metadata": {"finalizers": None}})
+            await self._writer.delete_nodeclaim(name)
+        except KubeApiError as error:
+            log.warning("nodeclaim_delete_failed", nodeclaim=name, error=str(error))
+        if outcome is LaunchOutcome.FAILED and pool:
+            nodepool = self._mirror.get(NODE_POOLS, pool)
+            if nodepool is not None:
+                with contextlib.suppress(KubeApiError):
+                    await self._writer.event(
+                        nodepool, "FailedLaunch", f"NodeClaim {name}: {why}", warning=True
+                    )
+        return LaunchResult(outcome, None, error=why)

@@ -1,0 +1,65 @@
+"""Prometheus metrics of the scheduler, on a registry of its own (one per service instance,
+so two schedulers in one test process do not collide)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_SCHEDULING_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_LATENCY_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class SchedulerMetrics:
+    """Pending pods, scheduling duration, NodeClaims by lifecycle step, pod pending->bound."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.pending_pods = Gauge(
+            "daiku_scheduler_pending_pods",
+            "Provisionable pods (Unschedulable, unbound) in the last batch.",
+            registry=self.registry,
+        )
+        self.scheduling_seconds = Histogram(
+            "daiku_scheduler_scheduling_duration_seconds",
+            "Time to snapshot and solve one batch.",
+            buckets=_SCHEDULING_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_window_seconds = Histogram(
+            "daiku_scheduler_batch_window_seconds",
+            "How long each batch window stayed open.",
+            buckets=_SCHEDULING_BUCKETS,
+            registry=self.registry,
+        )
+        self.nodeclaims = Counter(
+            "daiku_scheduler_nodeclaims",
+            "NodeClaims by lifecycle step (created, launched, registered, initialized, failed, "
+            "deleted).",
+            ["nodepool", "step"],
+            registry=self.registry,
+        )
+        self.pod_bound_seconds = Histogram(
+            "daiku_scheduler_pod_pending_to_bound_seconds",
+            "Time from a pod's creation to its binding to a node, for pods daiku provisioned for.",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.instances_garbage_collected = Counter(
+            "daiku_scheduler_instances_garbage_collected",
+            "Instances without a NodeClaim that were terminated.",
+            registry=self.registry,
+        )
+        self.is_leader = Gauge(
+            "daiku_scheduler_leader",
+            "1 while this replica holds the leader Lease.",
+            registry=self.registry,
+        )
+
+    def track_pending_pods(self, count: Callable[[], int]) -> None:
+        """Report the current number of provisionable pods at scrape time."""
+        self.pending_pods.set_function(lambda: float(count()))
+
+    def claim_step(self, nodepool: str, step: str) -> None:
+        self.nodeclaims.labels(nodepool=nodepool or "unknown", step=step).inc()

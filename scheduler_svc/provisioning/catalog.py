@@ -1,0 +1,81 @@
+"""Instance types from the actuator, per EC2NodeClass kubelet settings, cached for a while.
+
+Allocatable depends on the EC2NodeClass (kubelet reservations, maxPods, root volume), so the
+catalog is fetched per distinct (kubelet, root volume) and cached `ttl_seconds` (prices and
+availability move slowly; exhausted offerings the scheduler learns about are tracked apart, in
+`UnavailableOfferingsCache`). `clock` is injected (seconds, monotonic).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from daiku.actuator.v1 import actuator_pb2
+from scheduler_svc.core.model import InstanceType
+from scheduler_svc.kube.convert import kubelet_proto_from_k8s, root_volume_size_bytes
+from scheduler_svc.kube.resources import KubeObject
+
+CatalogKey = tuple[bytes, int]
+
+
+class InstanceTypeSource(Protocol):
+    async def list_instance_types(
+        self,
+        *,
+        kubelet: actuator_pb2.KubeletConfiguration | None = None,
+        root_volume_size_bytes: int = 0,
+    ) -> tuple[InstanceType, ...]: ...
+
+
+def catalog_key(node_class: KubeObject) -> CatalogKey:
+    """What the catalog of `node_class` depends on. Raises InvalidObjectError."""
+    kubelet = kubelet_proto_from_k8s(node_class)
+    return (
+        kubelet.SerializeToString(deterministic=True) if kubelet is not None else b"",
+        root_volume_size_bytes(node_class),
+    )
+
+
+class InstanceTypeCatalog:
+    """`instance_types(node_class)`: the actuator's catalog for that class, cached."""
+
+    def __init__(
+        self,
+        source: InstanceTypeSource,
+        *,
+        ttl_seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._source = source
+        self._ttl_seconds = ttl_seconds
+        self._clock = clock
+        self._cache: dict[CatalogKey, tuple[float, tuple[InstanceType, ...]]] = {}
+
+    async def instance_types(self, node_class: KubeObject) -> tuple[InstanceType, ...]:
+        """The catalog for `node_class` (ActuatorError when the actuator fails and nothing is
+        cached; a stale copy is served instead when there is one)."""
+        key = catalog_key(node_class)
+        cached = self._cache.get(key)
+        now = self._clock()
+        if cached is not None and now - cached[0] < self._ttl_seconds:
+            return cached[1]
+        kubelet = kubelet_proto_from_k8s(node_class)
+        try:
+            types = await self._source.list_instance_types(
+                kubelet=kubelet, root_volume_size_bytes=key[1]
+            )
+        except Exception:
+            if cached is not None:
+                return cached[1]
+            raise
+        self._cache[key] = (now, types)
+        return types
+
+    def lookup(self, node_class: KubeObject, instance_type: str) -> InstanceType | None:
+        """A cached instance type by name (None when not fetched yet)."""
+        cached = self._cache.get(catalog_key(node_class))
+        if cached is None:
+            return None
+        return next((t for t in cached[1] if t.name == instance_type), None)

@@ -1,0 +1,487 @@
+"""Pending pods -> NodeClaims -> launches: one round per closed batch window.
+
+A round:
+1. snapshots the mirror (`CoreSnapshotter`) with the provisionable pods (kube-scheduler marked
+   them Unschedulable; unbound, not terminating, not a DaemonSet's). In-flight NodeClaims come
+   from the mirror as nodes, so pods an in-flight claim will take are placed on it and never
+   get a second claim, also after a restart (nothing is remembered in memory);
+2. validates NodePools and their EC2NodeClasses; an invalid one is reported on its status
+   (`ValidationSucceeded=False` with the message) and left out, the others carry on;
+3. solves with the core, per group of NodePools sharing one instance-type catalog (allocatable
+   depends on the EC2NodeClass's kubelet settings), highest weight first, exhausted offerings
+   (`UnavailableOfferingsCache`) excluded;
+4. writes one NodeClaim per new claim and launches them all concurrently (`ClaimLauncher`);
+   the round ends when the mirror shows what it wrote (so the next solve counts it, and
+   NodePool limits hold across rounds);
+5. records Events: `Nominated` (which claim takes the pod) and `FailedProvisioning` (the
+   core's reason), each once per pod and claim/reason.
+
+RESOURCE_EXHAUSTED from a launch deletes the claim and marks its offerings: the next round
+(triggered at once) solves those pods without them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import structlog
+
+from scheduler_svc.core import solve
+from scheduler_svc.core.model import (
+    NodeClaimPlan,
+    NodePool,
+    SchedulingInput,
+    UnschedulablePod,
+)
+from scheduler_svc.errors import (
+    ActuatorError,
+    InvalidObjectError,
+    KubeAlreadyExistsError,
+    KubeApiError,
+)
+from scheduler_svc.kube.convert import node_class_proto_from_k8s
+from scheduler_svc.kube.resources import (
+    EC2_NODE_CLASSES,
+    NODE_CLAIMS,
+    NODE_POOLS,
+    PODS,
+    KubeObject,
+    resource_version_of,
+)
+from scheduler_svc.kube.writer import KubeWriter, parse_timestamp, utc_now
+from scheduler_svc.lifecycle.launch import ClaimLauncher, LaunchOutcome, LaunchResult
+from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.provisioning.batcher import Batcher
+from scheduler_svc.provisioning.catalog import CatalogKey, InstanceTypeCatalog, catalog_key
+from scheduler_svc.provisioning.nodeclaim_template import new_nodeclaim_name, nodeclaim_from_plan
+from scheduler_svc.provisioning.status import ensure_condition
+from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
+from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
+from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
+
+log = structlog.get_logger(__name__)
+
+_EVENT_MEMORY = 20_000
+_EVENT_CONCURRENCY = 16
+
+
+@dataclass
+class RoundResult:
+    """What one provisioning round did (for tests, logs and the benchmark)."""
+
+    pending_pods: int = 0
+    claims_created: list[str] = field(default_factory=list)
+    plans: dict[str, NodeClaimPlan] = field(default_factory=dict)
+    launches: dict[str, LaunchOutcome] = field(default_factory=dict)
+    unschedulable: tuple[UnschedulablePod, ...] = ()
+    invalid: list[str] = field(default_factory=list)
+    solve_seconds: float = 0.0
+    first_launch_sent_at: float | None = None  # loop time
+    last_launch_sent_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _ValidPool:
+    model: NodePool
+    obj: KubeObject
+    node_class: KubeObject
+    catalog_key: CatalogKey
+
+
+class _Remembered:
+    """A bounded set of keys (oldest forgotten first): events already sent."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._keys: OrderedDict[tuple[str, ...], None] = OrderedDict()
+
+    def add(self, key: tuple[str, ...]) -> bool:
+        """True when `key` is new (and remembers it)."""
+        if key in self._keys:
+            return False
+        self._keys[key] = None
+        if len(self._keys) > self._size:
+            self._keys.popitem(last=False)
+        return True
+
+
+def _uid(obj: KubeObject) -> str:
+    return str((obj.get("metadata") or {}).get("uid", ""))
+
+
+class Provisioner:
+    """Runs provisioning rounds as batches close; `on_change` is the mirror listener."""
+
+    def __init__(
+        self,
+        *,
+        mirror: ClusterMirror,
+        writer: KubeWriter,
+        catalog: InstanceTypeCatalog,
+        launcher: ClaimLauncher,
+        unavailable: UnavailableOfferingsCache,
+        metrics: SchedulerMetrics,
+        batcher: Batcher,
+        launching: set[str],
+        catch_up_timeout_seconds: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._mirror = mirror
+        self._writer = writer
+        self._catalog = catalog
+        self._launcher = launcher
+        self._unavailable = unavailable
+        self._metrics = metrics
+        self.batcher = batcher
+        self._launching = launching
+        self._catch_up_timeout_seconds = catch_up_timeout_seconds
+        self._clock = clock
+        self._snapshotter = CoreSnapshotter(mirror)
+        self._sent = _Remembered(_EVENT_MEMORY)
+        self._nominated: OrderedDict[str, None] = OrderedDict()
+        self._event_tasks: set[asyncio.Task[None]] = set()
+        self._event_slots = asyncio.Semaphore(_EVENT_CONCURRENCY)
+        self.rounds = 0
+        metrics.track_pending_pods(self.provisionable_pod_count)
+
+    # -- triggers ---------------------------------------------------------------------------
+
+    def provisionable_pod_count(self) -> int:
+        return sum(1 for p in self._mirror.pending_pods() if is_provisionable_pod(p))
+
+    def on_change(self, change: Change) -> None:
+        """Mirror listener: open/extend a batch when a pod becomes provisionable, capacity goes
+        away (a claim deleted) or a NodePool/EC2NodeClass changes; observe pod binding."""
+        resource = change.resource
+        if resource == PODS:
+            new, old = change.new, change.old
+            if new is not None and is_provisionable_pod(new):
+                if old is None or not is_provisionable_pod(old):
+                    self.batcher.trigger()
+            elif new is not None and old is not None:
+                self._observe_binding(old, new)
+        elif resource == NODE_CLAIMS:
+            if change.type == "DELETED":
+                self.batcher.trigger()
+        elif resource in (NODE_POOLS, EC2_NODE_CLASSES) and change.type != "DELETED":
+            old_spec = (change.old or {}).get("spec")
+            if change.new is not None and change.new.get("spec") != old_spec:
+                self.batcher.trigger()
+
+    def _observe_binding(self, old: KubeObject, new: KubeObject) -> None:
+        uid = _uid(new)
+        if uid not in self._nominated:
+            return
+        if (old.get("spec") or {}).get("nodeName") or not (new.get("spec") or {}).get("nodeName"):
+            return
+        del self._nominated[uid]
+        created = (new.get("metadata") or {}).get("creationTimestamp")
+        moment = parse_timestamp(created)
+        if moment is not None:
+            self._metrics.pod_bound_seconds.observe(max(0.0, (utc_now() - moment).total_seconds()))
+
+    async def run(self) -> NoReturn:
+        """Provision each batch as it closes, forever; a failed round is logged, not fatal."""
+        if self.provisionable_pod_count():
+            self.batcher.trigger()  # pods pending from before we started (or led)
+        while True:
+            window = await self.batcher.wait()
+            self._metrics.batch_window_seconds.observe(window.duration_seconds)
+            try:
+                await self.provision_once()
+            except Exception:
+                log.exception("provisioning_round_failed")
+                await asyncio.sleep(1.0)
+                self.batcher.trigger()
+
+    async def close(self) -> None:
+        """Wait briefly for the events being sent, then cancel what is left."""
+        for task in list(self._event_tasks):
+            task.cancel()
+        await asyncio.gather(*self._event_tasks, return_exceptions=True)
+
+    # -- one round ------------------------------------------------------------------------------
+
+    async def provision_once(self) -> RoundResult:
+        """One round over the mirror as it is now (see the module docstring)."""
+        self.rounds += 1
+        result = RoundResult()
+        started = self._clock()
+        snapshot = self._snapshotter.snapshot(pod_filter=is_provisionable_pod)
+        result.pending_pods = len(snapshot.pending_pods)
+        pools = await self._valid_pools(snapshot.nodepools, snapshot.invalid, result)
+        if not snapshot.pending_pods:
+            return result
+        plans, placements, unschedulable = await self._solve(snapshot, pools)
+        result.unschedulable = tuple(unschedulable.values())
+        result.solve_seconds = self._clock() - started
+        self._metrics.scheduling_seconds.observe(result.solve_seconds)
+        log.info(
+            "provisioning_solved",
+            pending_pods=len(snapshot.pending_pods),
+            new_claims=len(plans),
+            on_in_flight_claims=len(placements),
+            unschedulable=len(unschedulable),
+            solve_seconds=round(result.solve_seconds, 4),
+        )
+        pools_by_name = {p.model.name: p for p in pools}
+        launched = await self._create_and_launch(plans, pools_by_name, result)
+        for name, outcome in result.launches.items():
+            if outcome is LaunchOutcome.EXHAUSTED:
+                log.info("provisioning_retry_without_exhausted_offerings", nodeclaim=name)
+                self.batcher.trigger()
+        await self._catch_up(launched, result)
+        self._send_events(result, placements)
+        return result
+
+    async def _solve(
+        self, snapshot: CoreSnapshot, pools: list[_ValidPool]
+    ) -> tuple[list[NodeClaimPlan], dict[str, str], dict[str, UnschedulablePod]]:
+        """Solve per catalog group, highest weight first; pods one group cannot place go to
+        the next. Returns the plans, pods placed on in-flight claims, and the unschedulable."""
+        pods_by_key = {p.key: p for p in snapshot.pending_pods}
+        remaining = list(snapshot.pending_pods)
+        plans: list[NodeClaimPlan] = []
+        placements: dict[str, str] = {}
+        unschedulable: dict[str, UnschedulablePod] = {}
+        groups: dict[CatalogKey, list[_ValidPool]] = {}
+        for pool in pools:
+            groups.setdefault(pool.catalog_key, []).append(pool)
+        ordered = sorted(groups.values(), key=lambda g: -max(p.model.weight for p in g))
+        if not ordered:
+            for pod in remaining:
+                unschedulable[pod.key] = UnschedulablePod(pod.key, "no valid NodePool")
+        unavailable = self._unavailable.active()
+        in_flight = {n.name for n in snapshot.nodes if n.is_in_flight}
+        for group in ordered:
+            if not remaining:
+                break
+            try:
+                instance_types = await self._catalog.instance_types(group[0].node_class)
+            except ActuatorError as error:
+                log.warning("instance_types_unavailable", error=str(error))
+                for pod in remaining:
+                    unschedulable[pod.key] = UnschedulablePod(
+                        pod.key, f"instance types unavailable: {error.message}"
+                    )
+                continue
+            solved = solve(
+                SchedulingInput(
+                    pods=tuple(remaining),
+                    nodepools=tuple(p.model for p in group),
+                    instance_types=instance_types,
+                    nodes=snapshot.nodes,
+                    daemonsets=snapshot.daemonsets,
+                    unavailable_offerings=unavailable,
+                )
+            )
+            plans.extend(solved.new_claims)
+            for placement in solved.existing_placements:
+                if placement.node in in_flight:
+                    for key in placement.pods:
+                        placements[key] = placement.node
+            left = {u.pod: u for u in solved.unschedulable}
+            unschedulable = {k: v for k, v in unschedulable.items() if k in left}
+            unschedulable.update(left)
+            remaining = [pods_by_key[k] for k in left if k in pods_by_key]
+        return plans, placements, unschedulable
+
+    async def _valid_pools(
+        self,
+        nodepools: Iterable[NodePool],
+        invalid: Iterable[InvalidObjectError],
+        result: RoundResult,
+    ) -> list[_ValidPool]:
+        mirror = self._mirror
+        for error in invalid:
+            if error.kind == "NodePool" and error.name:
+                result.invalid.append(str(error))
+                await self._validation(NODE_POOLS, error.name, str(error))
+        pools: list[_ValidPool] = []
+        for model in nodepools:
+            obj = mirror.get(NODE_POOLS, model.name)
+            if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            ref = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+                "nodeClassRef"
+            ) or {}
+            class_name = ref.get("name") if isinstance(ref, dict) else None
+            node_class = mirror.get(EC2_NODE_CLASSES, class_name) if class_name else None
+            if node_class is None:
+                message = (
+                    f"NodePool {model.name}: spec.template.spec.nodeClassRef: "
+                    f"EC2NodeClass {class_name!r} not found"
+                )
+                result.invalid.append(message)
+                await self._validation(NODE_POOLS, model.name, message)
+                continue
+            try:
+                key = catalog_key(node_class)
+                node_class_proto_from_k8s(node_class)
+            except InvalidObjectError as error:
+                result.invalid.append(str(error))
+                await self._validation(EC2_NODE_CLASSES, str(class_name), str(error))
+                await self._validation(
+                    NODE_POOLS, model.name, f"EC2NodeClass {class_name} is invalid: {error}"
+                )
+                continue
+            await self._validation(EC2_NODE_CLASSES, str(class_name), None)
+            await self._validation(NODE_POOLS, model.name, None)
+            pools.append(_ValidPool(model, obj, node_class, key))
+        return pools
+
+    async def _validation(self, resource: Any, name: str, problem: str | None) -> None:
+        obj = self._mirror.get(resource, name)
+        if obj is None:
+            return
+        try:
+            await ensure_condition(
+                self._writer,
+                resource,
+                obj,
+                "ValidationSucceeded",
+                "False" if problem else "True",
+                reason="ValidationFailed" if problem else "ValidationSucceeded",
+                message=problem or "",
+            )
+        except KubeApiError as error:
+            log.warning("validation_status_write_failed", name=name, error=str(error))
+
+    async def _create_and_launch(
+        self,
+        plans: list[NodeClaimPlan],
+        pools: dict[str, _ValidPool],
+        result: RoundResult,
+    ) -> list[LaunchResult]:
+        loop = asyncio.get_running_loop()
+
+        async def create_and_launch(plan: NodeClaimPlan) -> LaunchResult | None:
+            pool = pools[plan.nodepool]
+            created: KubeObject | None = None
+            for _ in range(3):
+                name = new_nodeclaim_name(plan.nodepool)
+                self._launching.add(name)
+                try:
+                    created = await self._writer.create_nodeclaim(
+                        nodeclaim_from_plan(plan, pool.obj, name=name)
+                    )
+                    break
+                except KubeAlreadyExistsError:
+                    self._launching.discard(name)
+                except KubeApiError as error:
+                    self._launching.discard(name)
+                    log.warning("nodeclaim_create_failed", nodepool=plan.nodepool, error=str(error))
+                    return None
+            if created is None:
+                return None
+            result.claims_created.append(name)
+            result.plans[name] = plan
+            self._metrics.claim_step(plan.nodepool, "created")
+            log.info(
+                "nodeclaim_created",
+                nodeclaim=name,
+                nodepool=plan.nodepool,
+                pods=len(plan.pods),
+                instance_type=plan.instance_type,
+                offerings=len(plan.offerings),
+            )
+            try:
+                now = loop.time()
+                result.first_launch_sent_at = result.first_launch_sent_at or now
+                result.last_launch_sent_at = now
+                launched = await self._launcher.launch(created)
+            finally:
+                self._launching.discard(name)
+            result.launches[name] = launched.outcome
+            return launched
+
+        outcomes = await asyncio.gather(*(create_and_launch(p) for p in plans))
+        return [o for o in outcomes if o is not None]
+
+    async def _catch_up(self, launched: list[LaunchResult], result: RoundResult) -> None:
+        """Wait (bounded) until the mirror holds what this round wrote."""
+
+        def caught_up() -> bool:
+            for name, outcome in result.launches.items():
+                current = self._mirror.nodeclaim(name)
+                if outcome in (LaunchOutcome.EXHAUSTED, LaunchOutcome.FAILED):
+                    if current is not None and not (current.get("metadata") or {}).get(
+                        "deletionTimestamp"
+                    ):
+                        return False
+                elif current is None:
+                    return False
+            for launch in launched:
+                if launch.claim is None:
+                    continue
+                name = str(launch.claim["metadata"]["name"])
+                current = self._mirror.nodeclaim(name)
+                if current is None:
+                    continue  # deleted since: nothing to count
+                if not _at_least(resource_version_of(current), resource_version_of(launch.claim)):
+                    return False
+            return True
+
+        try:
+            async with asyncio.timeout(self._catch_up_timeout_seconds):
+                while not caught_up():  # noqa: ASYNC110 - the mirror is fed by another task
+                    await asyncio.sleep(0.005)
+        except TimeoutError:
+            log.warning("mirror_catch_up_timeout", claims=len(result.launches))
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _send_events(self, result: RoundResult, placements: dict[str, str]) -> None:
+        work: list[tuple[KubeObject, str, str, bool]] = []
+        claim_for_pod: dict[str, str] = dict(placements)
+        for name, plan in result.plans.items():
+            if result.launches.get(name) is LaunchOutcome.LAUNCHED:
+                for key in plan.pods:
+                    claim_for_pod[key] = name
+        for key, claim_name in claim_for_pod.items():
+            pod = self._mirror.get(PODS, key)
+            if pod is None or not self._sent.add(("nominated", _uid(pod), claim_name)):
+                continue
+            self._nominated[_uid(pod)] = None
+            if len(self._nominated) > _EVENT_MEMORY:
+                self._nominated.popitem(last=False)
+            work.append(
+                (pod, "Nominated", f"Pod should schedule on: nodeclaim/{claim_name}", False)
+            )
+        for failure in result.unschedulable:
+            pod = self._mirror.get(PODS, failure.pod)
+            if pod is None or not self._sent.add(("failed", _uid(pod), failure.reason)):
+                continue
+            work.append((pod, "FailedProvisioning", failure.reason, True))
+        if not work:
+            return
+        task = asyncio.create_task(self._write_events(work))
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
+    async def _write_events(self, work: list[tuple[KubeObject, str, str, bool]]) -> None:
+        async def one(obj: KubeObject, reason: str, message: str, warning: bool) -> None:
+            async with self._event_slots:
+                try:
+                    await self._writer.event(obj, reason, message, warning=warning)
+                except (KubeApiError, OSError) as error:
+                    log.debug("event_write_failed", reason=reason, error=str(error))
+
+        await asyncio.gather(*(one(*item) for item in work))
+
+
+def _at_least(current: str | None, wanted: str | None) -> bool:
+    """Whether the mirror's resourceVersion has reached `wanted` (numeric where both are, as
+    etcd's and localcloud's are; otherwise only equality proves it)."""
+    if wanted is None:
+        return True
+    if current is None:
+        return False
+    if current.isdigit() and wanted.isdigit():
+        return int(current) >= int(wanted)
+    return current == wanted

@@ -1,0 +1,241 @@
+"""The scheduler service assembled: watches -> mirror -> (leader only) provisioner and NodeClaim
+lifecycle, plus leader election, health and metrics endpoints.
+
+    service = SchedulerService(settings)
+    await service.run(stop_event, on_ready=print)   # returns after stop_event is set
+
+Every replica watches (a standby's mirror is warm, so fail-over is one lease duration, not a
+relist); only the Lease holder provisions and reconciles. `on_ready` gets one line containing
+`ready` once the mirror is synced and the first election attempt is done (leading or standing
+by). Shutdown (stop_event): leader work is cancelled, the Lease released, connections closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+from kubernetes_asyncio import client
+
+from scheduler_svc.actuator_client import ActuatorClient, TlsFiles
+from scheduler_svc.health import HttpEndpoint, health_app, metrics_app
+from scheduler_svc.kube.client import new_api_client
+from scheduler_svc.kube.leader_election import LeaderElector
+from scheduler_svc.kube.objects import KubeObjects
+from scheduler_svc.kube.watch import WatchSettings, run_watches
+from scheduler_svc.kube.writer import KubeWriter
+from scheduler_svc.lifecycle.controller import LifecycleController, LifecycleSettings
+from scheduler_svc.lifecycle.launch import ClaimLauncher
+from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.provisioning.batcher import Batcher
+from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
+from scheduler_svc.provisioning.provisioner import Provisioner
+from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
+from scheduler_svc.settings import SchedulerSettings
+from scheduler_svc.state.cluster import Change, ClusterMirror
+
+log = structlog.get_logger("scheduler_svc")
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceOptions:
+    """Knobs tests turn (production uses the defaults)."""
+
+    lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
+    watch: WatchSettings | None = None
+    host: str = "127.0.0.1"
+
+
+class SchedulerService:
+    """One scheduler replica; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        *,
+        options: ServiceOptions | None = None,
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.options = options or ServiceOptions()
+        self.metrics = metrics or SchedulerMetrics()
+        self.mirror = ClusterMirror()
+        self.launching: set[str] = set()
+        self.provisioner: Provisioner | None = None
+        self.lifecycle: LifecycleController | None = None
+        self.elector: LeaderElector | None = None
+        self.health_port = 0
+        self.metrics_port = 0
+        self._leading = False
+        self._api: client.ApiClient | None = None
+        self._actuator: ActuatorClient | None = None
+
+    @property
+    def is_leading(self) -> bool:
+        return self._leading
+
+    def _readiness(self) -> str | None:
+        return None if self.mirror.is_synced() else "cluster mirror not synced yet"
+
+    def _on_change(self, change: Change) -> None:
+        if not self._leading:
+            return
+        if self.provisioner is not None:
+            self.provisioner.on_change(change)
+        if self.lifecycle is not None:
+            self.lifecycle.on_change(change)
+
+    async def run(
+        self, stop: asyncio.Event, *, on_ready: Callable[[str], None] | None = None
+    ) -> None:
+        """Serve until `stop` is set; see the module docstring."""
+        settings = self.settings
+        endpoints: list[HttpEndpoint] = []
+        tasks: list[asyncio.Task[object]] = []
+        try:
+            self._api = await new_api_client(
+                kubeconfig=settings.kubeconfig,
+                in_cluster=settings.in_cluster,
+                context=settings.kube_context,
+            )
+            tls = (
+                TlsFiles(
+                    ca_file=settings.actuator_tls_ca_file,
+                    cert_file=settings.actuator_tls_cert_file,
+                    key_file=settings.actuator_tls_key_file,
+                    server_name=settings.actuator_tls_server_name,
+                )
+                if settings.actuator_tls_enabled
+                else None
+            )
+            self._actuator = ActuatorClient.connect(
+                settings.actuator_address, token=settings.resolved_actuator_token(), tls=tls
+            )
+            if settings.health_port or settings.health_port == 0:
+                health = HttpEndpoint(
+                    health_app(self._readiness), host=self.options.host, port=settings.health_port
+                )
+                await health.start()
+                endpoints.append(health)
+                self.health_port = health.port
+            metrics_endpoint = HttpEndpoint(
+                metrics_app(self.metrics.registry),
+                host=self.options.host,
+                port=settings.metrics_port,
+            )
+            await metrics_endpoint.start()
+            endpoints.append(metrics_endpoint)
+            self.metrics_port = metrics_endpoint.port
+            self._build(self._api, self._actuator)
+            self.mirror.add_listener(self._on_change)
+            watches = self.mirror.watches(self._api, settings=self.options.watch)
+            tasks.append(asyncio.create_task(run_watches(watches), name="watches"))
+            stopping = asyncio.create_task(stop.wait())
+            synced = asyncio.create_task(self.mirror.wait_synced())
+            await asyncio.wait({stopping, synced}, return_when=asyncio.FIRST_COMPLETED)
+            synced.cancel()
+            if stop.is_set():
+                return
+            log.info("scheduler_synced")
+            tasks.append(asyncio.create_task(self._campaign(), name="campaign"))
+            await self._announce(on_ready, stop)
+            await stopping
+        finally:
+            await self._shutdown(tasks, endpoints)
+
+    def _build(self, api: client.ApiClient, actuator: ActuatorClient) -> None:
+        settings = self.settings
+        writer = KubeWriter(KubeObjects(api))
+        catalog = InstanceTypeCatalog(actuator)
+        unavailable = UnavailableOfferingsCache()
+        launcher = ClaimLauncher(
+            actuator=actuator,
+            writer=writer,
+            mirror=self.mirror,
+            catalog=catalog,
+            unavailable=unavailable,
+            metrics=self.metrics,
+        )
+        self.provisioner = Provisioner(
+            mirror=self.mirror,
+            writer=writer,
+            catalog=catalog,
+            launcher=launcher,
+            unavailable=unavailable,
+            metrics=self.metrics,
+            batcher=Batcher(
+                idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds
+            ),
+            launching=self.launching,
+        )
+        self.lifecycle = LifecycleController(
+            mirror=self.mirror,
+            writer=writer,
+            actuator=actuator,
+            launcher=launcher,
+            metrics=self.metrics,
+            launching=self.launching,
+            settings=self.options.lifecycle,
+        )
+        if settings.leader_elect:
+            self.elector = LeaderElector(
+                KubeObjects(api),
+                namespace=settings.leader_election_namespace,
+                name=settings.leader_election_lease_name,
+                identity=settings.leader_election_identity,
+                lease_duration_seconds=settings.lease_duration_seconds,
+                renew_deadline_seconds=settings.lease_renew_deadline_seconds,
+                retry_period_seconds=settings.lease_retry_period_seconds,
+            )
+
+    async def _announce(self, on_ready: Callable[[str], None] | None, stop: asyncio.Event) -> None:
+        elector = self.elector
+        if elector is not None:
+            while elector.attempts == 0 and not stop.is_set():  # noqa: ASYNC110 - polls a counter
+                await asyncio.sleep(0.01)
+        role = "leader" if elector is None or elector.is_leader else "standby"
+        line = f"ready role={role} health_port={self.health_port} metrics_port={self.metrics_port}"
+        log.info("scheduler_ready", role=role)
+        if on_ready is not None:
+            on_ready(line)
+
+    async def _campaign(self) -> None:
+        if self.elector is None:
+            await self._lead()
+            return
+        while True:
+            await self.elector.lead(self._lead)
+            self.metrics.is_leader.set(0)
+
+    async def _lead(self) -> None:
+        assert self.provisioner is not None
+        assert self.lifecycle is not None
+        self._leading = True
+        self.metrics.is_leader.set(1)
+        log.info("scheduler_leading")
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.provisioner.run(), name="provisioner")
+                group.create_task(self.lifecycle.run(), name="lifecycle")
+        finally:
+            self._leading = False
+            await self.provisioner.close()
+            await self.lifecycle.close()
+
+    async def _shutdown(
+        self, tasks: list[asyncio.Task[object]], endpoints: list[HttpEndpoint]
+    ) -> None:
+        for task in reversed(tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for endpoint in endpoints:
+            await endpoint.close()
+        if self._actuator is not None:
+            await self._actuator.close()
+        if self._api is not None:
+            await self._api.close()
+        log.info("scheduler_stopped")

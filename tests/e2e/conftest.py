@@ -1,0 +1,257 @@
+"""The whole stack on loopback: LocalCloud (Kubernetes API + control plane + EC2 emulator,
+boot_seconds=0), the actuator serving gRPC on a real socket, and scheduler replicas in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
+from actuator_svc.service import ActuatorSettings, RunningActuator, serve
+from localcloud.cluster import LocalCloud
+from scheduler_svc.lifecycle.controller import LifecycleSettings
+from scheduler_svc.service import SchedulerService, ServiceOptions
+from scheduler_svc.settings import SchedulerSettings
+
+ROOT = Path(__file__).parents[2]
+CRDS = ROOT / "deploy" / "crds"
+DEMO = ROOT / "deploy" / "examples" / "demo"
+
+
+async def until(check: Callable[[], Awaitable[Any] | Any], timeout_seconds: float = 15.0) -> Any:
+    """Poll `check` (sync or async) until truthy (returned); AssertionError after the bound."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_seconds}s (last: {result!r})")
+        await asyncio.sleep(0.02)
+
+
+def demo_object(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((DEMO / name).read_text())
+    return loaded
+
+
+@dataclass
+class RunningScheduler:
+    service: SchedulerService
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+    ready_lines: list[str]
+
+    async def halt(self) -> None:
+        self.stop.set()
+        await asyncio.wait_for(self.task, timeout=20)
+
+
+@dataclass
+class Stack:
+    cloud: LocalCloud
+    actuator: RunningActuator
+    tmp_path: Path
+    schedulers: list[RunningScheduler] = field(default_factory=list)
+
+    @property
+    def store(self) -> Any:
+        return self.cloud.kube.store
+
+    def settings(self, **overrides: Any) -> SchedulerSettings:
+        values: dict[str, Any] = {
+            "kubeconfig": self.cloud.kubeconfig_path,
+            "actuator_address": self.actuator.address,
+            "cluster_name": self.cloud.cluster_name,
+            "batch_idle_seconds": 0.1,
+            "batch_max_seconds": 1.0,
+            "health_port": 0,
+            "metrics_port": 0,
+            "leader_elect": False,
+            "log_format": "json",
+        }
+        values.update(overrides)
+        return SchedulerSettings(**values)
+
+    async def start_scheduler(
+        self,
+        *,
+        lifecycle: LifecycleSettings | None = None,
+        wait_ready: bool = True,
+        **overrides: Any,
+    ) -> RunningScheduler:
+        service = SchedulerService(
+            self.settings(**overrides),
+            options=ServiceOptions(lifecycle=lifecycle or LifecycleSettings(tick_seconds=0.5)),
+        )
+        stop = asyncio.Event()
+        lines: list[str] = []
+        task = asyncio.create_task(service.run(stop, on_ready=lines.append))
+        running = RunningScheduler(service, stop, task, lines)
+        self.schedulers.append(running)
+        if wait_ready:
+            await until(lambda: bool(lines) or task.done(), timeout_seconds=20)
+            if task.done():
+                task.result()
+        return running
+
+    async def apply_pool(
+        self,
+        *,
+        limits: dict[str, Any] | None = None,
+        requirements: list[dict[str, Any]] | None = None,
+    ) -> None:
+        node_class = demo_object("ec2nodeclass.yaml")
+        pool = demo_object("nodepool.yaml")
+        if limits is not None:
+            pool["spec"]["limits"] = limits
+        if requirements is not None:
+            pool["spec"]["template"]["spec"]["requirements"] = requirements
+        await self.store.create("ec2nodeclasses", node_class)
+        await self.store.create("nodepools", pool)
+
+    async def create_pods(
+        self, count: int, *, cpu: str = "1", memory: str = "1Gi", prefix: str = "app"
+    ) -> list[str]:
+        names = []
+        for i in range(count):
+            name = f"{prefix}-{i}"
+            await self.store.create(
+                "pods",
+                {
+                    "metadata": {"name": name, "namespace": "default", "labels": {"app": prefix}},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [
+                            {
+                                "name": "app",
+                                "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                            }
+                        ],
+                    },
+                },
+                "default",
+            )
+            names.append(name)
+        return names
+
+    async def reset(self) -> None:
+        for scheduler in self.schedulers:
+            with contextlib.suppress(Exception):
+                await scheduler.halt()
+        self.schedulers.clear()
+        store = self.store
+        for plural in ("nodeclaims", "nodes"):
+            for obj in await self.objects(plural):
+                name = obj["metadata"]["name"]
+                with contextlib.suppress(Exception):
+                    await store.patch(plural, name, {"metadata": {"finalizers": None}})
+                with contextlib.suppress(Exception):
+                    await store.delete(plural, name)
+        for pod in await self.objects("pods", "default"):
+            with contextlib.suppress(Exception):
+                await store.delete(
+                    "pods", pod["metadata"]["name"], "default", grace_period_seconds=0
+                )
+        for event in await self.objects("events", "default"):
+            with contextlib.suppress(Exception):
+                await store.delete("events", event["metadata"]["name"], "default")
+        for plural in ("nodepools", "ec2nodeclasses"):
+            for obj in await self.objects(plural):
+                with contextlib.suppress(Exception):
+                    await store.delete(plural, obj["metadata"]["name"])
+        for lease in await self.objects("leases", "daiku"):
+            with contextlib.suppress(Exception):
+                await store.delete("leases", lease["metadata"]["name"], "daiku")
+        ids = [i["InstanceId"] for i in self.running_instances()]
+        if ids:
+            self.ec2_client().terminate_instances(InstanceIds=ids)
+        self.cloud.ec2.reset_capacity()
+        self.cloud.ec2.clear_faults()
+        self.cloud.ec2.clear_create_fleet_calls()
+        self.actuator.unavailable.clear()
+
+        async def empty() -> bool:
+            return not await self.objects("nodes") and not await self.objects("pods", "default")
+
+        await until(empty, timeout_seconds=15)
+
+    def ec2_client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "ec2",
+            endpoint_url=self.cloud.ec2.endpoint_url,
+            region_name=self.cloud.region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    async def objects(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        listed = await self.store.list(plural, namespace)
+        return [copy.deepcopy(i) for i in listed.items]
+
+    def running_instances(self) -> list[Any]:
+        reservations = self.ec2_client().describe_instances(
+            Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        )["Reservations"]
+        return [i for r in reservations for i in r["Instances"]]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    """One LocalCloud + actuator per module: the actuator's catalog prefetch through moto takes
+    ~10 s, too long to pay per test."""
+    tmp_path = tmp_path_factory.mktemp("e2e")
+    with pytest.MonkeyPatch.context() as patch:
+        for variable, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            patch.setenv(variable, value)
+        async with LocalCloud(
+            boot_seconds=0, ec2_poll_seconds=0.05, kubeconfig_path=tmp_path / "kubeconfig"
+        ) as cloud:
+            for crd in sorted(CRDS.glob("*.yaml")):
+                await cloud.kube.store.create(
+                    "customresourcedefinitions", yaml.safe_load(crd.read_text())
+                )
+            settings = ActuatorSettings(
+                listen="127.0.0.1:0",
+                cluster_name=cloud.cluster_name,
+                endpoints=AwsEndpoints(ec2=cloud.ec2.endpoint_url, pricing=cloud.ec2.endpoint_url),
+                retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
+            )
+            async with serve(settings) as actuator:
+                yield Stack(cloud, actuator, tmp_path)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def stack(shared_stack: Stack) -> AsyncIterator[Stack]:
+    """The shared stack, emptied after the test: schedulers stopped, every object the test
+    made deleted, instances terminated, capacity and faults reset."""
+    yield shared_stack
+    await shared_stack.reset()
+
+
+def pods_running(names: list[str]) -> Callable[[dict[str, Any]], bool]:
+    def check(pod: dict[str, Any]) -> bool:
+        return pod["metadata"]["name"] in names and pod.get("status", {}).get("phase") == "Running"
+
+    return check
