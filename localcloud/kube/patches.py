@@ -4,7 +4,7 @@
   lists are replaced.
 - JSON patch (RFC 6902, `application/json-patch+json`): applied with the `jsonpatch` library.
 - Strategic merge patch (`application/strategic-merge-patch+json`), the cases kubectl sends:
-  lists with a merge key (containers by `name`, conditions by `type`, taints by `key`, ...) are
+  lists with a merge key (containers by `name`, conditions by `type`, ...) are
   merged element by element, `$patch: delete` / `$patch: replace` directives,
   `$deleteFromPrimitiveList/<field>`, `$setElementOrder/<field>` (order is honoured),
   `finalizers` merged as a set; `$retainKeys` is accepted and ignored. Unknown lists are replaced,
@@ -22,7 +22,8 @@ import jsonpointer
 
 from localcloud.kube.errors import BadRequest, Invalid
 
-# field name -> merge key, from the `patchMergeKey` struct tags of k8s.io/api
+# field name -> merge key, from the `patchMergeKey` struct tags of k8s.io/api. Node
+# `spec.taints` has none (it is atomic): a strategic patch replaces the whole list.
 MERGE_KEYS: Final[dict[str, str]] = {
     "containers": "name",
     "initContainers": "name",
@@ -34,7 +35,6 @@ MERGE_KEYS: Final[dict[str, str]] = {
     "volumeDevices": "devicePath",
     "imagePullSecrets": "name",
     "conditions": "type",
-    "taints": "key",
     "ownerReferences": "uid",
     "addresses": "type",
     "hostAliases": "ip",

@@ -93,3 +93,14 @@ async def test_strategic_merge_cordon_and_map_replace() -> None:
         node, {"metadata": {"labels": {"$patch": "replace", "y": "2"}}}
     )
     assert replaced["metadata"]["labels"] == {"y": "2"}
+
+
+async def test_strategic_merge_replaces_node_taints_as_an_atomic_list() -> None:
+    """Node spec.taints has no merge key: a strategic patch replaces the list, so [] clears it."""
+    node = {"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}}
+    cleared = strategic_merge_patch(node, {"spec": {"taints": []}})
+    assert cleared["spec"]["taints"] == []
+    swapped = strategic_merge_patch(
+        node, {"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}}
+    )
+    assert swapped["spec"]["taints"] == [{"key": "b", "effect": "NoExecute"}]
