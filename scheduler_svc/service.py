@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import structlog
 from kubernetes_asyncio import client
@@ -26,7 +27,7 @@ from scheduler_svc.kube.client import new_api_client
 from scheduler_svc.kube.leader_election import LeaderElector
 from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.watch import WatchSettings, run_watches
-from scheduler_svc.kube.writer import KubeWriter
+from scheduler_svc.kube.writer import KubeWriter, utc_now
 from scheduler_svc.lifecycle.controller import LifecycleController, LifecycleSettings
 from scheduler_svc.lifecycle.launch import ClaimLauncher
 from scheduler_svc.metrics import SchedulerMetrics
@@ -45,6 +46,7 @@ class ServiceOptions:
     """Knobs tests turn (production uses the defaults)."""
 
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
+    wall_clock: Callable[[], datetime] = utc_now  # the lifecycle's timeouts read it
     watch: WatchSettings | None = None
     host: str = "127.0.0.1"
 
@@ -179,6 +181,7 @@ class SchedulerService:
             metrics=self.metrics,
             launching=self.launching,
             settings=self.options.lifecycle,
+            clock=self.options.wall_clock,
         )
         if settings.leader_elect:
             self.elector = LeaderElector(

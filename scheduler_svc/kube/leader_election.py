@@ -59,6 +59,7 @@ class LeaderElector:
         self.is_leader = False
         self.transitions = 0
         self.attempts = 0
+        self._warned_namespace = False
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this candidate holds the Lease afterwards."""
@@ -67,12 +68,7 @@ class LeaderElector:
         try:
             lease = await self._objects.get(LEASES, self.name, self.namespace)
         except KubeNotFoundError:
-            try:
-                await self._objects.create(LEASES, self._lease_body(now, transitions=0))
-            except KubeApiError as error:
-                log.debug("lease_create_failed", error=str(error))
-                return False
-            return True
+            return await self._create(now)
         except (KubeApiError, OSError) as error:
             log.debug("lease_get_failed", error=str(error))
             return False
@@ -101,6 +97,20 @@ class LeaderElector:
             await self._objects.replace(LEASES, body)
         except (KubeApiError, OSError) as error:
             log.debug("lease_update_failed", error=str(error))
+            return False
+        return True
+
+    async def _create(self, now: datetime) -> bool:
+        try:
+            await self._objects.create(LEASES, self._lease_body(now, transitions=0))
+        except KubeNotFoundError as error:
+            # The namespace is missing: nobody can ever lead. Say so loudly, once.
+            if not self._warned_namespace:
+                self._warned_namespace = True
+                log.warning("lease_namespace_missing", namespace=self.namespace, error=str(error))
+            return False
+        except KubeApiError as error:
+            log.debug("lease_create_failed", error=str(error))
             return False
         return True
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -91,13 +93,17 @@ class Stack:
         self,
         *,
         lifecycle: LifecycleSettings | None = None,
+        wall_clock: Callable[[], datetime] | None = None,
+        kubeconfig: Path | None = None,
         wait_ready: bool = True,
         **overrides: Any,
     ) -> RunningScheduler:
-        service = SchedulerService(
-            self.settings(**overrides),
-            options=ServiceOptions(lifecycle=lifecycle or LifecycleSettings(tick_seconds=0.5)),
-        )
+        options = ServiceOptions(lifecycle=lifecycle or LifecycleSettings(tick_seconds=0.5))
+        if wall_clock is not None:
+            options = dataclasses.replace(options, wall_clock=wall_clock)
+        if kubeconfig is not None:
+            overrides["kubeconfig"] = kubeconfig
+        service = SchedulerService(self.settings(**overrides), options=options)
         stop = asyncio.Event()
         lines: list[str] = []
         task = asyncio.create_task(service.run(stop, on_ready=lines.append))
