@@ -16,10 +16,10 @@ setup: $(UV)      ## install the locked environment into .venv
 up: setup         ## daiku's main job on the embedded defaults (local cluster + EC2 emulator)
 	$(RUN) daiku up
 
-test: setup gen-check lint   ## the whole suite, as CI runs it
+test: setup gen-check lint lint-deploy   ## the whole suite, as CI runs it
 	$(RUN) pytest
 
-test-fast: setup  ## pure-core unit tests only
+test-fast: setup  ## the suite without the whole-stack (e2e) tests
 	$(RUN) pytest tests -m "not e2e" -q
 
 lint:             ## ruff, mypy (strict) and import-linter
@@ -40,8 +40,10 @@ gen:              ## regenerate the gRPC contract from protos/
 gen-check: gen    ## fail when the committed generated code is stale
 	git diff --exit-code -- daiku/actuator/v1
 
-bench: setup
-	$(RUN) python bench/ice_retry.py
+bench: setup      ## the benchmarks; each prints its figures
+	$(RUN) python -m bench.scheduling
+	$(RUN) python -m bench.ice_retry
+	$(RUN) python -m bench.localcloud_api
 
 # buf from npm (@bufbuild/buf ships its binary in a platform package); .ci/run installs it.
 BUF ?= .tools/buf/node_modules/.bin/buf
