@@ -1,0 +1,96 @@
+"""Disruption decisions: which of daiku's nodes go, why, and what replaces them. Pure: no I/O,
+no clock (``now`` is an argument); the controller acts and logs.
+
+Public surface::
+
+    from scheduler_svc.core.disruption import (
+        DisruptionSnapshot, Candidate, CandidatePod, NodePoolState, NodeClassState,
+        PodDisruptionBudget, DisruptionSettings, plan_disruption, validate, explain_node,
+        nodepool_hash, nodeclass_hash,
+    )
+
+    settings = DisruptionSettings.from_spec(name, nodepool["spec"])   # CRD defaults applied
+    plan = plan_disruption(snapshot, now)        # DisruptionPlan: decisions + blocked nodes
+    for decision in plan.decisions:              # reason, nodes, nodeclaims, replacements
+        if decision.needs_validation:            # consolidation: wait 15 s, then
+            validate(decision, newer_snapshot, later)   # -> Validation(is_valid, reason)
+    plan.blocked                                 # BlockedNode(node, event_reason, message):
+                                                 #   DisruptionBlocked / Unconsolidatable
+    explain_node(snapshot, "ip-10-0-1-2", now)   # NodeExplanation(verdict, details)
+    nodepool_hash(spec), nodeclass_hash(spec, ami_ids=..., security_group_ids=...)
+"""
+
+from scheduler_svc.core.disruption.drift import (
+    canonical_json,
+    drift_reason,
+    nodeclass_hash,
+    nodepool_hash,
+)
+from scheduler_svc.core.disruption.explain import NodeExplanation, explain_node
+from scheduler_svc.core.disruption.methods import (
+    DISRUPTION_BLOCKED,
+    UNCONSOLIDATABLE,
+    Validation,
+    expiry_reason,
+    plan_disruption,
+    validate,
+)
+from scheduler_svc.core.disruption.model import (
+    DO_NOT_DISRUPT_ANNOTATIONS,
+    NODECLASS_HASH_ANNOTATION,
+    NODEPOOL_HASH_ANNOTATION,
+    BlockedNode,
+    Candidate,
+    CandidatePod,
+    ConsolidationOptions,
+    DisruptionDecision,
+    DisruptionPlan,
+    DisruptionSnapshot,
+    NodeClassState,
+    NodePoolState,
+    PodDisruptionBudget,
+    has_do_not_disrupt,
+)
+from scheduler_svc.core.disruption.settings import (
+    Budget,
+    ConsolidationPolicy,
+    DisruptionReason,
+    DisruptionSettings,
+    DisruptionSettingsError,
+    parse_duration,
+)
+
+__all__ = [
+    "DISRUPTION_BLOCKED",
+    "DO_NOT_DISRUPT_ANNOTATIONS",
+    "NODECLASS_HASH_ANNOTATION",
+    "NODEPOOL_HASH_ANNOTATION",
+    "UNCONSOLIDATABLE",
+    "BlockedNode",
+    "Budget",
+    "Candidate",
+    "CandidatePod",
+    "ConsolidationOptions",
+    "ConsolidationPolicy",
+    "DisruptionDecision",
+    "DisruptionPlan",
+    "DisruptionReason",
+    "DisruptionSettings",
+    "DisruptionSettingsError",
+    "DisruptionSnapshot",
+    "NodeClassState",
+    "NodeExplanation",
+    "NodePoolState",
+    "PodDisruptionBudget",
+    "Validation",
+    "canonical_json",
+    "drift_reason",
+    "expiry_reason",
+    "explain_node",
+    "has_do_not_disrupt",
+    "nodeclass_hash",
+    "nodepool_hash",
+    "parse_duration",
+    "plan_disruption",
+    "validate",
+]

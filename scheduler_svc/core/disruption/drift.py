@@ -1,0 +1,118 @@
+"""Launch-relevant hashes of NodePools and EC2NodeClasses, and drift detection.
+
+The controller stamps ``nodepool_hash(spec)`` and ``nodeclass_hash(spec, ...)`` on each
+NodeClaim at launch (annotations ``daiku.dev/nodepool-hash``, ``daiku.dev/ec2nodeclass-hash``).
+A node drifts when the hash of today's objects differs from the stamp.
+
+What counts (launch-relevant): the NodePool template's labels, annotations, taints,
+startupTaints, kubelet and nodeClassRef; the EC2NodeClass's resolved AMI ids, resolved security
+groups, tags, userData, blockDeviceMappings, metadataOptions, role/instanceProfile, amiFamily,
+kubelet and the other launch fields. What does not: weight, limits, disruption, expireAfter,
+terminationGracePeriod (behaviour, not what a node is), selector terms (their *resolved*
+values count) and status.
+
+Two deliberate departures from "hash everything", both as Karpenter does, to avoid churn:
+NodePool requirements are not hashed — a node drifts on requirements only when its labels no
+longer satisfy them (widening a NodePool replaces nothing); subnets are not hashed — a node
+drifts only when its subnet left the resolved set (adding a subnet replaces nothing).
+Canonical form: JSON with sorted keys, no whitespace, lists of taints sorted; sha256 hex.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from scheduler_svc.core.disruption.model import Candidate, DisruptionSnapshot
+from scheduler_svc.core.requirements import Requirements
+
+_NODEPOOL_TEMPLATE_SPEC_FIELDS = ("taints", "startupTaints", "kubelet", "nodeClassRef")
+_NODECLASS_IGNORED_FIELDS = frozenset(
+    {"amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms"}
+)
+
+
+def canonical_json(value: object) -> str:
+    """Deterministic JSON: sorted keys, no whitespace (the same object, the same text)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def _sorted_list(items: object) -> list[Any]:
+    # Taints are a set in meaning; their written order must not cause drift.
+    if not isinstance(items, list):
+        return []
+    return sorted(items, key=canonical_json)
+
+
+def nodepool_hash(spec: Mapping[str, Any]) -> str:
+    """The launch-relevant hash of a NodePool ``spec`` (see the module docstring)."""
+    template = spec.get("template") or {}
+    metadata = template.get("metadata") or {}
+    template_spec = template.get("spec") or {}
+    relevant: dict[str, Any] = {
+        "labels": dict(metadata.get("labels") or {}),
+        "annotations": dict(metadata.get("annotations") or {}),
+    }
+    for name in _NODEPOOL_TEMPLATE_SPEC_FIELDS:
+        value = template_spec.get(name)
+        if name in ("taints", "startupTaints"):
+            value = _sorted_list(value)
+        if value:
+            relevant[name] = value
+    return _digest(relevant)
+
+
+def nodeclass_hash(
+    spec: Mapping[str, Any],
+    *,
+    ami_ids: Iterable[str] = (),
+    security_group_ids: Iterable[str] = (),
+) -> str:
+    """The launch-relevant hash of an EC2NodeClass ``spec`` with its selector terms replaced by
+    what they resolve to (AMI and security-group ids, order-free)."""
+    relevant = {k: v for k, v in spec.items() if k not in _NODECLASS_IGNORED_FIELDS}
+    relevant["resolvedAmiIds"] = sorted(set(ami_ids))
+    relevant["resolvedSecurityGroupIds"] = sorted(set(security_group_ids))
+    return _digest(relevant)
+
+
+def drift_reason(  # noqa: PLR0911 - one exit per kind of drift
+    candidate: Candidate, snapshot: DisruptionSnapshot
+) -> str | None:
+    """Why ``candidate`` no longer matches its NodePool/EC2NodeClass (None: it matches)."""
+    pool = snapshot.nodepool(candidate.nodepool)
+    if pool is None:
+        return None
+    if (
+        pool.nodepool_hash is not None
+        and candidate.nodepool_hash is not None
+        and pool.nodepool_hash != candidate.nodepool_hash
+    ):
+        return f"NodePool {pool.name} changed since launch (nodepool-hash differs)"
+    unmet = Requirements.of(pool.nodepool.requirements).first_unmet(candidate.labels)
+    if unmet is not None:
+        return f"NodePool {pool.name} now requires {unmet}"
+    nodeclass = snapshot.nodeclass(pool.nodeclass)
+    if nodeclass is None:
+        return None
+    if (
+        nodeclass.nodeclass_hash is not None
+        and candidate.nodeclass_hash is not None
+        and nodeclass.nodeclass_hash != candidate.nodeclass_hash
+    ):
+        return f"EC2NodeClass {nodeclass.name} changed since launch (ec2nodeclass-hash differs)"
+    if (
+        nodeclass.subnet_ids is not None
+        and candidate.subnet_id is not None
+        and candidate.subnet_id not in nodeclass.subnet_ids
+    ):
+        return (
+            f"subnet {candidate.subnet_id} is no longer selected by EC2NodeClass {nodeclass.name}"
+        )
+    return None

@@ -1,0 +1,541 @@
+"""One disruption pass over a snapshot: which nodes go, why, and what replaces them.
+
+Order within a pass (at most one decision that moves pods, so simulations never build on
+each other; empty nodes move nothing and may all go at once, within budgets):
+1. **Empty** — no reschedulable pods for ``consolidateAfter`` → delete (no validation wait:
+   the node has already been quiet for ``consolidateAfter``).
+2. **Expired** — older than ``expireAfter`` → delete, with replacements for the pods that do
+   not fit elsewhere (``solve`` picks the cheapest fitting claims: right-sized).
+3. **Drifted** — see ``drift`` → the same as expired.
+4. **Underutilized** (``WhenEmptyOrUnderutilized``) — merge the k most promising nodes into
+   at most one cheaper node (binary search on k, as Karpenter), else delete or replace one
+   node; only for a saving above the threshold; the controller validates after a wait.
+
+Every method is blocked by a do-not-disrupt pod, a PDB allowing no disruption and the
+budgets (expiry obeys the budgets that name no reason, since ``Expired`` cannot be named).
+Bare pods (no controller) block consolidation, not expiry or drift. Underutilization is
+suspended while pods are pending or claims are in flight (never fight a fresh scale-up).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from scheduler_svc.core.disruption.drift import drift_reason
+from scheduler_svc.core.disruption.model import (
+    BlockedNode,
+    Candidate,
+    ConsolidationOptions,
+    DisruptionDecision,
+    DisruptionPlan,
+    DisruptionSnapshot,
+)
+from scheduler_svc.core.disruption.settings import (
+    ConsolidationPolicy,
+    DisruptionReason,
+    format_seconds,
+)
+from scheduler_svc.core.model import (
+    NodeClaimPlan,
+    OfferingOption,
+    SchedulingInput,
+    SchedulingResult,
+)
+from scheduler_svc.core.requirements import (
+    CAPACITY_TYPE_SPOT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
+    Operator,
+    Requirement,
+)
+from scheduler_svc.core.solver import solve
+
+DISRUPTION_BLOCKED = "DisruptionBlocked"
+UNCONSOLIDATABLE = "Unconsolidatable"
+_UNLIMITED = 1 << 30
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Whether a decision still holds; ``reason`` says why not (empty when it does)."""
+
+    is_valid: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    decision: DisruptionDecision | None
+    why_not: str = ""
+
+
+class _Pass:
+    """The state of one pass: nodes already taken, budgets left, nodes blocked."""
+
+    def __init__(
+        self, snapshot: DisruptionSnapshot, now: datetime, options: ConsolidationOptions
+    ) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.options = options
+        self.taken: set[str] = set(snapshot.disrupting)
+        self.chosen: dict[str, int] = {}
+        self.blocked: dict[str, BlockedNode] = {}
+        self.decisions: list[DisruptionDecision] = []
+
+    # -- budgets ---------------------------------------------------------------------------
+
+    def budget_left(self, nodepool: str, reason: DisruptionReason) -> tuple[int, str]:
+        """How many more nodes of ``nodepool`` may go for ``reason`` now, and the budget."""
+        pool = self.snapshot.nodepool(nodepool)
+        if pool is None:
+            return 0, f"NodePool {nodepool} not found"
+        in_pool = [c for c in self.snapshot.candidates if c.nodepool == nodepool]
+        disrupting = sum(1 for c in in_pool if c.name in self.snapshot.disrupting)
+        disrupting += self.chosen.get(nodepool, 0)
+        best, which = _UNLIMITED, ""
+        for budget in pool.disruption.budgets:
+            applies = (
+                not budget.reasons
+                if reason is DisruptionReason.EXPIRED
+                else budget.applies_to(reason)
+            )
+            if applies and budget.is_active(self.now) and budget.allowed(len(in_pool)) < best:
+                best, which = budget.allowed(len(in_pool)), budget.describe()
+        return best - disrupting, which
+
+    def budget_blocks(self, nodes: Sequence[Candidate], reason: DisruptionReason) -> str | None:
+        """Why taking ``nodes`` together would exceed a budget (None: it would not)."""
+        wanted: dict[str, int] = {}
+        for node in nodes:
+            wanted[node.nodepool] = wanted.get(node.nodepool, 0) + 1
+        for nodepool, count in sorted(wanted.items()):
+            left, which = self.budget_left(nodepool, reason)
+            if count > left:
+                return (
+                    f"budget {which} of NodePool {nodepool} allows {max(left, 0)} more "
+                    f"{reason} disruption(s) now"
+                )
+        return None
+
+    def take(self, decision: DisruptionDecision) -> None:
+        self.decisions.append(decision)
+        for name in decision.nodes:
+            self.taken.add(name)
+            node = self.snapshot.candidate(name)
+            if node is not None:
+                self.chosen[node.nodepool] = self.chosen.get(node.nodepool, 0) + 1
+
+    def block(self, node: str, event_reason: str, message: str) -> None:
+        self.blocked.setdefault(node, BlockedNode(node, event_reason, message))
+
+    # -- blockers --------------------------------------------------------------------------
+
+    def pod_blocker(self, candidate: Candidate, *, bare_pods_block: bool) -> str | None:
+        """Why a pod on ``candidate`` holds it in place (None: nothing does)."""
+        for pod in candidate.pods:
+            if pod.do_not_disrupt:
+                return f"do-not-disrupt pod {pod.key}"
+        for pod in candidate.reschedulable_pods():
+            for pdb in self.snapshot.pdbs:
+                if pdb.disruptions_allowed <= 0 and pdb.covers(pod.pod):
+                    return f"pdb {pdb.key} (pod {pod.key}; no disruption allowed now)"
+            if bare_pods_block and pod.owner_kind is None:
+                return f"pod {pod.key} has no controller and would not come back"
+        return None
+
+    # -- simulation ------------------------------------------------------------------------
+
+    def simulate(self, moving: Sequence[Candidate], *, allow_new: bool) -> SchedulingResult:
+        """Reschedule ``moving``'s pods onto every node not taken (and, with ``allow_new``,
+        onto new NodeClaims of any NodePool)."""
+        leaving = self.taken | {c.name for c in moving}
+        nodes = [c.to_node() for c in self.snapshot.candidates if c.name not in leaving]
+        nodes += [n for n in self.snapshot.other_nodes if n.name not in leaving]
+        pods = tuple(p.pod for c in moving for p in c.reschedulable_pods())
+        pools = tuple(p.nodepool for p in self.snapshot.nodepools) if allow_new else ()
+        return solve(
+            SchedulingInput(
+                pods=pods,
+                nodepools=pools,
+                instance_types=self.snapshot.instance_types,
+                nodes=tuple(nodes),
+                daemonsets=self.snapshot.daemonsets,
+                unavailable_offerings=self.snapshot.unavailable_offerings,
+            )
+        )
+
+
+def plan_disruption(
+    snapshot: DisruptionSnapshot,
+    now: datetime,
+    options: ConsolidationOptions | None = None,
+) -> DisruptionPlan:
+    """One pass (see the module docstring): decisions to act on, blocked nodes with why."""
+    state = _Pass(snapshot, now, options or ConsolidationOptions())
+    eligible = [
+        c for c in snapshot.candidates if c.name not in snapshot.disrupting and c.is_initialized
+    ]
+    for candidate in eligible:
+        if snapshot.nodepool(candidate.nodepool) is None:
+            state.block(
+                candidate.name, DISRUPTION_BLOCKED, f"NodePool {candidate.nodepool} not found"
+            )
+    eligible = [c for c in eligible if c.name not in state.blocked]
+    _empty(state, eligible)
+    rest = [c for c in eligible if c.name not in state.taken]
+    moved = _replace_one(state, rest, DisruptionReason.EXPIRED) or _replace_one(
+        state, rest, DisruptionReason.DRIFTED
+    )
+    if not moved:
+        _underutilized(state, rest)
+    blocked = tuple(b for name, b in sorted(state.blocked.items()) if name not in state.taken)
+    return DisruptionPlan(tuple(state.decisions), blocked)
+
+
+# -- Empty ------------------------------------------------------------------------------------
+
+
+def _empty(state: _Pass, candidates: Iterable[Candidate]) -> None:
+    for candidate in sorted(candidates, key=lambda c: (c.quiet_since(), c.name)):
+        if candidate.reschedulable_pods():
+            continue
+        settings = state.snapshot.nodepool(candidate.nodepool).disruption  # type: ignore[union-attr]
+        wait = settings.consolidate_after_seconds
+        if wait is None:
+            continue
+        quiet = (state.now - candidate.quiet_since()).total_seconds()
+        if quiet < wait:
+            continue
+        blocker = state.pod_blocker(candidate, bare_pods_block=False)
+        if blocker is None:
+            blocker = state.budget_blocks([candidate], DisruptionReason.EMPTY)
+        if blocker is not None:
+            state.block(candidate.name, DISRUPTION_BLOCKED, blocker)
+            continue
+        state.take(
+            DisruptionDecision(
+                reason=DisruptionReason.EMPTY,
+                nodes=(candidate.name,),
+                nodeclaims=(candidate.nodeclaim,),
+                replacements=(),
+                message=(
+                    f"Empty: no pods for {format_seconds(quiet)} "
+                    f"(consolidateAfter {format_seconds(wait)})"
+                ),
+                decided_at=state.now,
+                old_price_per_hour=candidate.price_per_hour,
+                new_price_per_hour=0.0,
+            )
+        )
+
+
+# -- Expired and Drifted ----------------------------------------------------------------------
+
+
+def expiry_reason(candidate: Candidate, snapshot: DisruptionSnapshot, now: datetime) -> str | None:
+    """Why ``candidate`` has expired (None: it has not, or its NodePool says Never)."""
+    pool = snapshot.nodepool(candidate.nodepool)
+    if pool is None or pool.disruption.expire_after_seconds is None:
+        return None
+    age = (now - candidate.created_at).total_seconds()
+    limit = pool.disruption.expire_after_seconds
+    if age < limit:
+        return None
+    return f"Expired: {format_seconds(age)} old (expireAfter {format_seconds(limit)})"
+
+
+def _replace_one(state: _Pass, candidates: Sequence[Candidate], reason: DisruptionReason) -> bool:
+    """Decide the first (oldest) candidate that expired/drifted and may go; True if one did."""
+    found: list[tuple[Candidate, str]] = []
+    for candidate in sorted(candidates, key=lambda c: (c.created_at, c.name)):
+        if reason is DisruptionReason.EXPIRED:
+            why = expiry_reason(candidate, state.snapshot, state.now)
+        else:
+            drift = drift_reason(candidate, state.snapshot)
+            why = None if drift is None else f"Drifted: {drift}"
+        if why is not None:
+            found.append((candidate, why))
+    for candidate, why in found:
+        blocker = state.pod_blocker(candidate, bare_pods_block=False)
+        if blocker is None:
+            blocker = state.budget_blocks([candidate], reason)
+        if blocker is not None:
+            state.block(candidate.name, DISRUPTION_BLOCKED, f"{blocker} ({why})")
+            continue
+        result = state.simulate([candidate], allow_new=True)
+        message = why
+        if result.new_claims:
+            names = ", ".join(c.instance_type for c in result.new_claims)
+            message += f"; replaced by {names}"
+        else:
+            message += "; its pods fit on other nodes"
+        if result.unschedulable:
+            message += (
+                f"; {len(result.unschedulable)} pod(s) will wait: {result.unschedulable[0].reason}"
+            )
+        state.take(
+            DisruptionDecision(
+                reason=reason,
+                nodes=(candidate.name,),
+                nodeclaims=(candidate.nodeclaim,),
+                replacements=result.new_claims,
+                message=message,
+                decided_at=state.now,
+                old_price_per_hour=candidate.price_per_hour,
+                new_price_per_hour=result.total_price_per_hour,
+            )
+        )
+        return True
+    return False
+
+
+# -- Underutilized ----------------------------------------------------------------------------
+
+
+def _consolidatable(state: _Pass, candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Candidates consolidation may look at, most promising first; the others are blocked."""
+    out = []
+    pending = len(state.snapshot.pending_pods)
+    in_flight = sum(1 for n in state.snapshot.other_nodes if n.is_in_flight)
+    for candidate in candidates:
+        settings = state.snapshot.nodepool(candidate.nodepool).disruption  # type: ignore[union-attr]
+        if settings.consolidation_policy is not ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED:
+            continue
+        if not candidate.reschedulable_pods():
+            continue  # empty: the Empty method's (after consolidateAfter)
+        wait = settings.consolidate_after_seconds
+        if wait is None:
+            continue
+        quiet = (state.now - candidate.quiet_since()).total_seconds()
+        if quiet < wait:
+            state.block(
+                candidate.name,
+                UNCONSOLIDATABLE,
+                f"pods changed {format_seconds(quiet)} ago "
+                f"(consolidateAfter {format_seconds(wait)})",
+            )
+            continue
+        if pending or in_flight:
+            state.block(
+                candidate.name,
+                UNCONSOLIDATABLE,
+                f"scale-up in progress ({pending} pod(s) pending, {in_flight} claim(s) in flight)",
+            )
+            continue
+        blocker = state.pod_blocker(candidate, bare_pods_block=True)
+        if blocker is not None:
+            state.block(candidate.name, DISRUPTION_BLOCKED, blocker)
+            continue
+        out.append(candidate)
+    out.sort(key=lambda c: (len(c.reschedulable_pods()), -c.price_per_hour, c.name))
+    return out
+
+
+def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
+    ordered = _consolidatable(state, candidates)
+    # Budgets: keep as many of each NodePool as it may lose now.
+    usable: list[Candidate] = []
+    per_pool: dict[str, int] = {}
+    for candidate in ordered:
+        left, which = state.budget_left(candidate.nodepool, DisruptionReason.UNDERUTILIZED)
+        if per_pool.get(candidate.nodepool, 0) >= left:
+            state.block(
+                candidate.name,
+                DISRUPTION_BLOCKED,
+                f"budget {which} of NodePool {candidate.nodepool} allows no more "
+                "Underutilized disruptions now",
+            )
+            continue
+        per_pool[candidate.nodepool] = per_pool.get(candidate.nodepool, 0) + 1
+        usable.append(candidate)
+    # Multi-node: the largest k whose first k merge into at most one cheaper node.
+    low, high = 2, min(len(usable), state.options.max_multi_node_candidates)
+    best: DisruptionDecision | None = None
+    while low <= high:
+        middle = (low + high) // 2
+        outcome = _consolidate(state, usable[:middle])
+        if outcome.decision is not None:
+            best, low = outcome.decision, middle + 1
+        else:
+            high = middle - 1
+    if best is not None:
+        state.take(best)
+        return
+    for candidate in usable[: state.options.max_single_node_attempts]:
+        outcome = _consolidate(state, [candidate])
+        if outcome.decision is not None:
+            state.take(outcome.decision)
+            return
+        state.block(candidate.name, UNCONSOLIDATABLE, outcome.why_not)
+
+
+def _consolidate(  # noqa: PLR0911 - one exit per way a consolidation fails
+    state: _Pass, nodes: Sequence[Candidate]
+) -> _Outcome:
+    """Delete ``nodes`` (their pods fit elsewhere) or replace them by one cheaper node."""
+    old_price = sum(c.price_per_hour for c in nodes)
+    names = tuple(c.name for c in nodes)
+    claims = tuple(c.nodeclaim for c in nodes)
+    options = state.options
+    deleted = state.simulate(nodes, allow_new=False)
+    if not deleted.unschedulable:
+        if not _saves_enough(old_price, 0.0, options):
+            return _Outcome(None, f"would save only ${old_price:.4f}/h")
+        return _Outcome(
+            DisruptionDecision(
+                reason=DisruptionReason.UNDERUTILIZED,
+                nodes=names,
+                nodeclaims=claims,
+                replacements=(),
+                message=f"Underutilized: pods of {', '.join(names)} fit on other nodes; "
+                f"saves ${old_price:.4f}/h",
+                decided_at=state.now,
+                old_price_per_hour=old_price,
+                new_price_per_hour=0.0,
+                needs_validation=True,
+            )
+        )
+    replaced = state.simulate(nodes, allow_new=True)
+    if replaced.unschedulable:
+        return _Outcome(None, f"pods would not fit: {replaced.unschedulable[0].reason}")
+    if len(replaced.new_claims) != 1:
+        return _Outcome(None, f"would need {len(replaced.new_claims)} new nodes")
+    claim = replaced.new_claims[0]
+    all_spot = all(c.capacity_type == CAPACITY_TYPE_SPOT for c in nodes)
+    kept = _cheaper_offerings(claim.offerings, old_price, all_spot, options)
+    if not kept:
+        cheapest = claim.offerings[0] if claim.offerings else None
+        if cheapest is None:
+            return _Outcome(None, "no offering holds the pods")
+        return _Outcome(
+            None,
+            f"would cost more: cheapest replacement {cheapest.instance_type} "
+            f"({cheapest.capacity_type}) ${cheapest.price_per_hour:.4f}/h vs ${old_price:.4f}/h "
+            f"(needs a saving of {options.min_saving_fraction:.0%} and "
+            f"${options.min_saving_per_hour:.2f}/h"
+            + (
+                f"; spot->spot needs {options.spot_to_spot_min_types} cheaper spot types)"
+                if all_spot
+                else ")"
+            ),
+        )
+    narrowed = _narrow(claim, kept)
+    return _Outcome(
+        DisruptionDecision(
+            reason=DisruptionReason.UNDERUTILIZED,
+            nodes=names,
+            nodeclaims=claims,
+            replacements=(narrowed,),
+            message=(
+                f"Underutilized: replace {', '.join(names)} (${old_price:.4f}/h) by "
+                f"{narrowed.instance_type} ({kept[0].capacity_type}, "
+                f"${kept[0].price_per_hour:.4f}/h)"
+            ),
+            decided_at=state.now,
+            old_price_per_hour=old_price,
+            new_price_per_hour=kept[0].price_per_hour,
+            needs_validation=True,
+        )
+    )
+
+
+def _saves_enough(old_price: float, new_price: float, options: ConsolidationOptions) -> bool:
+    saving = old_price - new_price
+    return (
+        saving > 0
+        and saving >= options.min_saving_fraction * old_price
+        and saving >= options.min_saving_per_hour
+    )
+
+
+def _cheaper_offerings(
+    offerings: Sequence[OfferingOption],
+    old_price: float,
+    all_spot: bool,
+    options: ConsolidationOptions,
+) -> tuple[OfferingOption, ...]:
+    """The offerings cheap enough to be worth it, cheapest first; spot ones for spot
+    candidates only when there are enough cheaper spot types to choose from."""
+    cheap = [o for o in offerings if _saves_enough(old_price, o.price_per_hour, options)]
+    if all_spot:
+        spot_types = {o.instance_type for o in cheap if o.capacity_type == CAPACITY_TYPE_SPOT}
+        if len(spot_types) < options.spot_to_spot_min_types:
+            cheap = [o for o in cheap if o.capacity_type != CAPACITY_TYPE_SPOT]
+    return tuple(cheap)
+
+
+def _narrow(claim: NodeClaimPlan, kept: Sequence[OfferingOption]) -> NodeClaimPlan:
+    """The claim launching only ``kept`` (requirements narrowed to match)."""
+    narrowed_keys = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE}
+    requirements = tuple(r for r in claim.requirements if r.key not in narrowed_keys)
+    requirements += (
+        Requirement(
+            LABEL_INSTANCE_TYPE, Operator.IN, tuple(sorted({o.instance_type for o in kept}))
+        ),
+        Requirement(LABEL_ZONE, Operator.IN, tuple(sorted({o.zone for o in kept}))),
+        Requirement(
+            LABEL_CAPACITY_TYPE, Operator.IN, tuple(sorted({o.capacity_type for o in kept}))
+        ),
+    )
+    return dataclasses.replace(claim, requirements=requirements, offerings=tuple(kept))
+
+
+# -- validation -------------------------------------------------------------------------------
+
+
+def validate(  # noqa: PLR0911 - one exit per way a decision stops holding
+    decision: DisruptionDecision,
+    snapshot: DisruptionSnapshot,
+    now: datetime,
+    options: ConsolidationOptions | None = None,
+) -> Validation:
+    """Whether ``decision`` still holds on a newer ``snapshot`` (taken after the wait).
+
+    Expired/drifted/empty decisions need no validation and are re-checked here only for
+    blockers. A consolidation holds when its nodes are still there and quiet since the
+    decision, nothing blocks them, no scale-up started, and the same nodes still consolidate
+    as well (a delete is still a delete; a replacement costs no more than decided)."""
+    state = _Pass(snapshot, now, options or ConsolidationOptions())
+    nodes: list[Candidate] = []
+    for name in decision.nodes:
+        candidate = snapshot.candidate(name)
+        if candidate is None:
+            return Validation(False, f"node {name} is gone")
+        if name in snapshot.disrupting:
+            return Validation(False, f"node {name} is already being disrupted")
+        if (
+            candidate.last_pod_event_at is not None
+            and candidate.last_pod_event_at > decision.decided_at
+        ):
+            return Validation(False, f"pods changed on node {name} since the decision")
+        blocker = state.pod_blocker(
+            candidate, bare_pods_block=decision.reason is DisruptionReason.UNDERUTILIZED
+        )
+        if blocker is not None:
+            return Validation(False, f"{DISRUPTION_BLOCKED}: {blocker}")
+        nodes.append(candidate)
+    budget = state.budget_blocks(nodes, decision.reason)
+    if budget is not None:
+        return Validation(False, f"{DISRUPTION_BLOCKED}: {budget}")
+    if decision.reason is DisruptionReason.EMPTY:
+        busy = next((c.name for c in nodes if c.reschedulable_pods()), None)
+        return Validation(busy is None, f"node {busy} is no longer empty" if busy else "")
+    if decision.reason is not DisruptionReason.UNDERUTILIZED:
+        return Validation(True)
+    if snapshot.pending_pods or any(n.is_in_flight for n in snapshot.other_nodes):
+        return Validation(False, "scale-up in progress")
+    outcome = _consolidate(state, nodes)
+    if outcome.decision is None:
+        return Validation(False, outcome.why_not)
+    if outcome.decision.new_price_per_hour > decision.new_price_per_hour + 1e-9:
+        return Validation(
+            False,
+            f"the replacement now costs ${outcome.decision.new_price_per_hour:.4f}/h, "
+            f"more than the ${decision.new_price_per_hour:.4f}/h decided",
+        )
+    return Validation(True)

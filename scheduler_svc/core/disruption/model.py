@@ -1,0 +1,249 @@
+"""What the disruption core decides on: candidates (a node with its NodeClaim facts), the
+snapshot around them, and the decisions it returns, each with reasons a person can act on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from scheduler_svc.core.disruption.settings import DisruptionReason, DisruptionSettings
+from scheduler_svc.core.model import (
+    InstanceType,
+    LabelSelector,
+    Node,
+    NodeClaimPlan,
+    NodePool,
+    Pod,
+    Resources,
+    UnavailableOffering,
+)
+from scheduler_svc.core.taints import Taint
+
+DO_NOT_DISRUPT_ANNOTATIONS = ("daiku.dev/do-not-disrupt", "karpenter.sh/do-not-disrupt")
+NODEPOOL_HASH_ANNOTATION = "daiku.dev/nodepool-hash"
+NODECLASS_HASH_ANNOTATION = "daiku.dev/ec2nodeclass-hash"
+# Pods of these owners are not rescheduled: the DaemonSet puts one on every new node, and a
+# mirror pod (owner Node) belongs to its static pod's node.
+NON_RESCHEDULABLE_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
+
+
+def has_do_not_disrupt(annotations: Mapping[str, str]) -> bool:
+    """Whether a pod's annotations hold it in place (either annotation set to ``true``)."""
+    return any(annotations.get(key) == "true" for key in DO_NOT_DISRUPT_ANNOTATIONS)
+
+
+@dataclass(frozen=True)
+class CandidatePod:
+    """A pod bound to a candidate: the scheduling view plus what disruption needs.
+
+    ``owner_kind`` is its controller's kind (None: a bare pod with no controller);
+    ``do_not_disrupt`` from either annotation (see ``has_do_not_disrupt``)."""
+
+    pod: Pod
+    owner_kind: str | None = "ReplicaSet"
+    do_not_disrupt: bool = False
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return self.pod.key
+
+    @property
+    def is_reschedulable(self) -> bool:
+        """Whether removing the node moves it elsewhere (not a DaemonSet or mirror pod)."""
+        return self.owner_kind not in NON_RESCHEDULABLE_OWNER_KINDS
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A node daiku launched, with its NodeClaim's facts.
+
+    ``last_pod_event_at`` is the last time a pod was bound to or left the node (None: never,
+    the node's age counts instead); ``nodepool_hash``/``nodeclass_hash`` are the hashes
+    stamped on the NodeClaim at launch (None: not stamped, never drifted by hash);
+    ``subnet_id`` the subnet its instance is in (None: unknown)."""
+
+    name: str
+    nodeclaim: str
+    nodepool: str
+    created_at: datetime
+    instance_type: str
+    capacity_type: str
+    zone: str
+    price_per_hour: float
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    pods: tuple[CandidatePod, ...] = ()
+    last_pod_event_at: datetime | None = None
+    nodepool_hash: str | None = None
+    nodeclass_hash: str | None = None
+    subnet_id: str | None = None
+    is_initialized: bool = True
+
+    def to_node(self) -> Node:
+        """The scheduling core's view (every bound pod takes room)."""
+        return Node(
+            self.name,
+            labels=self.labels,
+            taints=self.taints,
+            allocatable=self.allocatable,
+            pods=tuple(p.pod for p in self.pods),
+        )
+
+    def reschedulable_pods(self) -> tuple[CandidatePod, ...]:
+        """The pods that would have to move (no DaemonSet or mirror pods)."""
+        return tuple(p for p in self.pods if p.is_reschedulable)
+
+    def quiet_since(self) -> datetime:
+        """Since when nothing was bound to or left it (its creation if nothing ever was)."""
+        if self.last_pod_event_at is None:
+            return self.created_at
+        return max(self.created_at, self.last_pod_event_at)
+
+
+@dataclass(frozen=True)
+class PodDisruptionBudget:
+    """A PDB: pods of ``namespace`` matching ``selector``; ``disruptions_allowed`` from its
+    status (how many more may be evicted now)."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    def covers(self, pod: Pod) -> bool:
+        """Whether the budget counts ``pod``."""
+        return pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True)
+class NodePoolState:
+    """A NodePool: the solver's view, its disruption settings, its current launch hash and
+    the EC2NodeClass it launches with."""
+
+    nodepool: NodePool
+    disruption: DisruptionSettings = field(default_factory=DisruptionSettings)
+    nodepool_hash: str | None = None
+    nodeclass: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The NodePool's name."""
+        return self.nodepool.name
+
+
+@dataclass(frozen=True)
+class NodeClassState:
+    """An EC2NodeClass: its current launch hash and resolved subnets (None: not resolved)."""
+
+    name: str
+    nodeclass_hash: str | None = None
+    subnet_ids: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class DisruptionSnapshot:
+    """Everything one disruption pass looks at.
+
+    ``candidates``: daiku's nodes; ``other_nodes``: every other node (and in-flight claims)
+    that can take pods; ``disrupting``: names of nodes already being disrupted (they count
+    against budgets and take no pods); ``pending_pods``: pods waiting for capacity (while
+    any wait, consolidation of underutilized nodes is suspended)."""
+
+    candidates: tuple[Candidate, ...]
+    nodepools: tuple[NodePoolState, ...]
+    instance_types: tuple[InstanceType, ...]
+    nodeclasses: tuple[NodeClassState, ...] = ()
+    other_nodes: tuple[Node, ...] = ()
+    daemonsets: tuple[Pod, ...] = ()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    pending_pods: tuple[Pod, ...] = ()
+    disrupting: frozenset[str] = frozenset()
+    unavailable_offerings: frozenset[UnavailableOffering] = frozenset()
+
+    def candidate(self, name: str) -> Candidate | None:
+        """The candidate named ``name``."""
+        return next((c for c in self.candidates if c.name == name), None)
+
+    def nodepool(self, name: str) -> NodePoolState | None:
+        """The NodePool named ``name``."""
+        return next((p for p in self.nodepools if p.name == name), None)
+
+    def nodeclass(self, name: str | None) -> NodeClassState | None:
+        """The EC2NodeClass named ``name``."""
+        return next((c for c in self.nodeclasses if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class ConsolidationOptions:
+    """Knobs of the consolidation math.
+
+    A consolidation must save at least ``min_saving_fraction`` of the replaced price *and*
+    ``min_saving_per_hour`` dollars: 10 % and $0.01/h by default, so swapping a node for one a
+    cent cheaper never pays for the evictions and cold caches it costs. Spot candidates are
+    replaced by spot only when at least ``spot_to_spot_min_types`` cheaper spot types exist
+    (Karpenter's 15: a replacement with few options is likely to be interrupted again).
+    ``validation_wait_seconds``: how long a consolidation waits before ``validate``.
+    ``max_multi_node_candidates``: the most nodes one replacement may merge (Karpenter's 100).
+    ``max_single_node_attempts``: simulations per pass for single-node consolidation."""
+
+    min_saving_fraction: float = 0.10
+    min_saving_per_hour: float = 0.01
+    spot_to_spot_min_types: int = 15
+    validation_wait_seconds: float = 15.0
+    max_multi_node_candidates: int = 100
+    max_single_node_attempts: int = 50
+
+
+@dataclass(frozen=True)
+class DisruptionDecision:
+    """Disrupt ``nodes`` (node names) for ``reason``; launch ``replacements`` first (empty:
+    their pods fit on the remaining nodes). ``savings_per_hour`` is old price - new price.
+    ``needs_validation``: the controller waits ``validation_wait_seconds`` and calls
+    ``validate`` before acting (consolidation of underutilized nodes)."""
+
+    reason: DisruptionReason
+    nodes: tuple[str, ...]
+    nodeclaims: tuple[str, ...]
+    replacements: tuple[NodeClaimPlan, ...]
+    message: str
+    decided_at: datetime
+    old_price_per_hour: float
+    new_price_per_hour: float
+    needs_validation: bool = False
+
+    @property
+    def savings_per_hour(self) -> float:
+        """Price removed minus price launched."""
+        return self.old_price_per_hour - self.new_price_per_hour
+
+    @property
+    def is_replace(self) -> bool:
+        """Whether new capacity is launched."""
+        return bool(self.replacements)
+
+
+@dataclass(frozen=True)
+class BlockedNode:
+    """A node that stays, and why, as an Event reason/message pair:
+    ``DisruptionBlocked`` (``pdb default/web``, ``budget ...``, ``do-not-disrupt pod ...``) or
+    ``Unconsolidatable`` (``would cost more``, ...)."""
+
+    node: str
+    event_reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DisruptionPlan:
+    """One pass: decisions to act on, and the nodes that stay with why."""
+
+    decisions: tuple[DisruptionDecision, ...]
+    blocked: tuple[BlockedNode, ...]

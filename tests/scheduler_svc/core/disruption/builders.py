@@ -1,0 +1,106 @@
+"""Builders for disruption tests: a candidate node, a snapshot, in a line each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from scheduler_svc.core import InstanceType, NodePool, Pod, Resources
+from scheduler_svc.core.disruption import (
+    Candidate,
+    CandidatePod,
+    DisruptionSettings,
+    DisruptionSnapshot,
+    NodePoolState,
+)
+from tests.scheduler_svc.core.builders import GIB, MIB, instance_type
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)  # a Monday, 09:00 UTC
+
+# Shapes as EC2 has them; allocatable a little below capacity (kube-reserved), prices us-east-1.
+CATALOG: tuple[InstanceType, ...] = (
+    instance_type("c4.large", 1.93, 3.0, 0.10),
+    instance_type("c4.xlarge", 3.92, 6.4, 0.199),
+    instance_type("c4.2xlarge", 7.91, 13.6, 0.398),
+    instance_type("t3a.2xlarge", 7.91, 29.5, 0.3008),
+)
+
+
+def at(seconds: float) -> datetime:
+    """``T0`` plus ``seconds``."""
+    return T0 + timedelta(seconds=seconds)
+
+
+def app_pod(name: str, cpu_millis: int = 500, memory_mib: int = 512, **kwargs: object) -> Pod:
+    """A pod of the seed's Deployment: 500m / 512Mi by default."""
+    request = Resources(cpu_millis=cpu_millis, memory_bytes=memory_mib * MIB)
+    return Pod(name, labels={"app": "app"}, containers=(request,), **kwargs)  # type: ignore[arg-type]
+
+
+def pods(prefix: str, count: int, **kwargs: object) -> tuple[CandidatePod, ...]:
+    """``count`` ReplicaSet pods named ``prefix-i``."""
+    return tuple(CandidatePod(app_pod(f"{prefix}-{i}"), **kwargs) for i in range(count))  # type: ignore[arg-type]
+
+
+def candidate(
+    name: str,
+    type_name: str,
+    members: Sequence[CandidatePod] = (),
+    *,
+    created: float = 0.0,
+    last_event: float | None = None,
+    capacity_type: str = "on-demand",
+    nodepool: str = "default",
+    price: float | None = None,
+    zone: str = "zone-a",
+    **kwargs: object,
+) -> Candidate:
+    """A node of ``type_name`` from ``CATALOG`` (created ``created`` seconds after T0)."""
+    shape = next(t for t in CATALOG if t.name == type_name)
+    offering = next(o for o in shape.offerings if o.zone == zone)
+    labels = {
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name,
+        "node.kubernetes.io/instance-type": type_name,
+        "topology.kubernetes.io/zone": zone,
+        "karpenter.sh/capacity-type": capacity_type,
+        "daiku.dev/nodepool": nodepool,
+    }
+    return Candidate(
+        name=name,
+        nodeclaim=f"{nodepool}-{name}",
+        nodepool=nodepool,
+        created_at=at(created),
+        instance_type=type_name,
+        capacity_type=capacity_type,
+        zone=zone,
+        price_per_hour=offering.price_per_hour if price is None else price,
+        allocatable=shape.allocatable,
+        labels=labels,
+        pods=tuple(members),
+        last_pod_event_at=None if last_event is None else at(last_event),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def pool(name: str = "default", **settings: object) -> NodePoolState:
+    """A NodePool with ``DisruptionSettings(**settings)``."""
+    return NodePoolState(NodePool(name), DisruptionSettings(**settings))  # type: ignore[arg-type]
+
+
+def snapshot(
+    candidates: Sequence[Candidate],
+    pools: Sequence[NodePoolState] = (),
+    catalog: Sequence[InstanceType] = CATALOG,
+    **kwargs: object,
+) -> DisruptionSnapshot:
+    """A snapshot of ``candidates`` (one default NodePool unless ``pools``)."""
+    return DisruptionSnapshot(
+        candidates=tuple(candidates),
+        nodepools=tuple(pools) or (pool(),),
+        instance_types=tuple(catalog),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+__all__ = ["GIB", "T0", "app_pod", "at", "candidate", "pods", "pool", "snapshot"]
