@@ -31,10 +31,16 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def app_pod(name: str, cpu_millis: int = 500, memory_mib: int = 512, **kwargs: object) -> Pod:
-    """A pod of the seed's Deployment: 500m / 512Mi by default."""
+def app_pod(
+    name: str,
+    cpu_millis: int = 500,
+    memory_mib: int = 512,
+    labels: dict[str, str] | None = None,
+    **kwargs: object,
+) -> Pod:
+    """A pod of the seed's Deployment (label app=app): 500m / 512Mi by default."""
     request = Resources(cpu_millis=cpu_millis, memory_bytes=memory_mib * MIB)
-    return Pod(name, labels={"app": "app"}, containers=(request,), **kwargs)  # type: ignore[arg-type]
+    return Pod(name, labels=labels or {"app": "app"}, containers=(request,), **kwargs)  # type: ignore[arg-type]
 
 
 def pods(prefix: str, count: int, **kwargs: object) -> tuple[CandidatePod, ...]:
