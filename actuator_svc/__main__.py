@@ -24,7 +24,14 @@ from prometheus_client import start_http_server
 from actuator_svc.cloud.ec2 import AwsEndpoints
 from actuator_svc.core.unavailable_offerings import DEFAULT_TTL_SECONDS
 from actuator_svc.metrics import ActuatorMetrics
-from actuator_svc.service import ActuatorSettings, TlsFiles, serve
+from actuator_svc.rpc.credentials import DEFAULT_POLL_SECONDS, CredentialFileError
+from actuator_svc.service import (
+    ActuatorSettings,
+    InsecureListenError,
+    TlsFiles,
+    check_exposure,
+    serve,
+)
 
 log = structlog.get_logger("actuator_svc")
 
@@ -62,7 +69,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     def flag(name: str, default: str | None = None, help_text: str = "") -> None:
         parser.add_argument(f"--{name}", default=_env(name, default), help=help_text)
 
-    flag("listen", "127.0.0.1:50051", "HOST:PORT to serve on (port 0: any free port)")
+    flag(
+        "listen",
+        "127.0.0.1:50051",
+        "HOST:PORT to serve on (port 0: any free port); beyond loopback TLS and a token are "
+        "required",
+    )
+    flag("health-port", None, "also serve grpc.health.v1 only, plaintext, on this port")
     flag("region", os.environ.get("AWS_REGION", "us-east-1"), "AWS region")
     flag("cluster-name", "daiku", "cluster name, used in tags and user data")
     flag("ec2-endpoint-url", None, "EC2 endpoint (emulator); also SQS's unless given")
@@ -73,7 +86,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     flag("tls-key-file", None, "server private key (PEM)")
     flag("tls-client-ca-file", None, "CA of client certificates (turns on mutual TLS)")
     flag("auth-token", None, "bearer token callers must send")
-    flag("auth-token-file", None, "file holding the bearer token")
+    flag("auth-token-file", None, "file holding the bearer token (re-read when it changes)")
+    flag(
+        "credentials-poll-seconds",
+        str(DEFAULT_POLL_SECONDS),
+        "how often TLS and token files are checked for changes",
+    )
     flag("metrics-port", None, "serve Prometheus metrics on this port")
     flag("unavailable-offering-ttl-seconds", str(DEFAULT_TTL_SECONDS), "ICE cache TTL")
     flag("cluster-endpoint", "", "API server URL for nodeadm's NodeConfig")
@@ -85,9 +103,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def settings_from_args(args: argparse.Namespace) -> ActuatorSettings:
     """Settings from parsed flags; SystemExit with a clear message on bad combinations."""
-    token = args.auth_token or ""
-    if args.auth_token_file:
-        token = Path(args.auth_token_file).read_text().strip()
     tls = None
     if args.tls_cert_file or args.tls_key_file:
         if not (args.tls_cert_file and args.tls_key_file):
@@ -106,7 +121,10 @@ def settings_from_args(args: argparse.Namespace) -> ActuatorSettings:
         ),
         interruption_queue=args.interruption_queue or "",
         tls=tls,
-        auth_token=token,
+        auth_token=args.auth_token or "",
+        auth_token_file=Path(args.auth_token_file) if args.auth_token_file else None,
+        credentials_poll_seconds=float(args.credentials_poll_seconds),
+        health_port=int(args.health_port) if args.health_port else None,
         unavailable_offering_ttl_seconds=float(args.unavailable_offering_ttl_seconds),
         cluster_endpoint=args.cluster_endpoint,
         cluster_ca_bundle=args.cluster_ca_bundle,
@@ -133,6 +151,9 @@ async def run(settings: ActuatorSettings, metrics_port: int | None) -> None:
             cluster=settings.cluster_name,
             region=settings.region,
             tls=settings.tls is not None,
+            mutual_tls=settings.tls is not None and settings.tls.client_ca_file is not None,
+            token=bool(settings.auth_token or settings.auth_token_file),
+            health_port=running.health_port,
             metrics_port=metrics_port,
         )
         print(f"ready {running.address}", flush=True)  # noqa: T201  (the parent reads the port)
@@ -146,7 +167,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     configure_logging(args.log_level)
     settings = settings_from_args(args)
-    asyncio.run(run(settings, int(args.metrics_port) if args.metrics_port else None))
+    try:
+        check_exposure(settings)
+        asyncio.run(run(settings, int(args.metrics_port) if args.metrics_port else None))
+    except (InsecureListenError, CredentialFileError) as exc:
+        raise SystemExit(f"actuator: {exc}") from None
 
 
 if __name__ == "__main__":

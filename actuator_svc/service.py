@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -25,21 +26,26 @@ from actuator_svc.launcher import Launcher
 from actuator_svc.metrics import ActuatorMetrics
 from actuator_svc.node_class_resolver import NodeClassResolver
 from actuator_svc.nodeclaims import NodeClaims
+from actuator_svc.rpc.credentials import (
+    DEFAULT_POLL_SECONDS,
+    BearerToken,
+    ReloadingCertificates,
+    TlsFiles,
+)
 from actuator_svc.rpc.interceptors import BearerTokenInterceptor, ObservabilityInterceptor
 from actuator_svc.rpc.servicer import ActuatorServicer
 from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
 
 log = structlog.get_logger("actuator_svc")
 SERVICE_NAME = actuator_pb2.DESCRIPTOR.services_by_name["Actuator"].full_name
+# grpc's own default, stated: a LaunchNodeClaim is a few KiB; larger messages are refused
+# (RESOURCE_EXHAUSTED) before they are parsed.
+MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024
+__all__ = ["ActuatorSettings", "InsecureListenError", "RunningActuator", "TlsFiles", "serve"]
 
 
-@dataclass(frozen=True)
-class TlsFiles:
-    """Server certificate and key; a client CA turns on mutual TLS."""
-
-    cert_file: Path
-    key_file: Path
-    client_ca_file: Path | None = None
+class InsecureListenError(ValueError):
+    """The actuator was told to serve beyond loopback without TLS or without a token."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,11 @@ class ActuatorSettings:
     interruption_queue: str = ""
     tls: TlsFiles | None = None
     auth_token: str = ""
+    auth_token_file: Path | None = None
+    # How often the certificate, key, client CA and token files are checked for changes.
+    credentials_poll_seconds: float = DEFAULT_POLL_SECONDS
+    # A plaintext port serving only grpc.health.v1 (kubelet probes), on the --listen host.
+    health_port: int | None = None
     unavailable_offering_ttl_seconds: float = DEFAULT_TTL_SECONDS
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     cluster_endpoint: str = ""
@@ -71,15 +82,73 @@ class RunningActuator:
     metrics: ActuatorMetrics
     unavailable: UnavailableOfferings
     catalog: Catalog
+    health_port: int | None = None
 
 
-def _credentials(tls: TlsFiles) -> grpc.ServerCredentials:
-    ca = tls.client_ca_file.read_bytes() if tls.client_ca_file else None
-    return grpc.ssl_server_credentials(
-        [(tls.key_file.read_bytes(), tls.cert_file.read_bytes())],
-        root_certificates=ca,
-        require_client_auth=ca is not None,
+def listen_host(listen: str) -> str:
+    """The host part of HOST:PORT, without IPv6 brackets."""
+    return listen.rsplit(":", 1)[0].strip("[]")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only this machine (localhost or a loopback address)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # any other name may resolve anywhere
+        return False
+
+
+def check_exposure(settings: ActuatorSettings) -> None:
+    """Beyond loopback the API needs TLS and a bearer token; raise InsecureListenError if not.
+
+    There is deliberately no override: tests, `daiku up` and docker-compose serve on loopback,
+    and a plaintext escape hatch would end up in a production manifest."""
+    if is_loopback(listen_host(settings.listen)):
+        return
+    missing = []
+    if settings.tls is None:
+        missing.append("TLS (--tls-cert-file and --tls-key-file)")
+    if not (settings.auth_token or settings.auth_token_file):
+        missing.append("a bearer token (--auth-token-file or --auth-token)")
+    if missing:
+        raise InsecureListenError(
+            f"--listen {settings.listen} is not a loopback address: serving there needs "
+            f"{' and '.join(missing)}; listen on 127.0.0.1 to serve without them"
+        )
+
+
+def _credentials(
+    settings: ActuatorSettings,
+) -> tuple[ReloadingCertificates | None, BearerToken | None]:
+    """The TLS certificates and the bearer token the settings ask for, files read once now."""
+    certificates = (
+        ReloadingCertificates(settings.tls, poll_seconds=settings.credentials_poll_seconds)
+        if settings.tls
+        else None
     )
+    token = (
+        BearerToken(
+            token=settings.auth_token,
+            token_file=settings.auth_token_file,
+            poll_seconds=settings.credentials_poll_seconds,
+        )
+        if settings.auth_token or settings.auth_token_file
+        else None
+    )
+    return certificates, token
+
+
+def _health_only_server(
+    health_servicer: health.aio.HealthServicer, address: str
+) -> tuple[grpc.aio.Server, int]:
+    """A server of grpc.health.v1 alone, plaintext and tokenless on purpose: kubelet gRPC
+    probes speak neither TLS nor bearer tokens. It shares the main server's health servicer,
+    so both ports report the same status."""
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024)])
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    return server, server.add_insecure_port(address)
 
 
 @contextlib.asynccontextmanager
@@ -91,7 +160,12 @@ async def serve(
     metrics: ActuatorMetrics | None = None,
     grace_seconds: float = 5.0,
 ) -> AsyncIterator[RunningActuator]:
-    """Serve until the context exits, then stop gracefully (in-flight calls get `grace`)."""
+    """Serve until the context exits, then stop gracefully (in-flight calls get `grace`).
+
+    Raises InsecureListenError before doing anything when the exposure rule is broken, and
+    CredentialFileError when a TLS or token file is unreadable or malformed."""
+    check_exposure(settings)
+    certificates, token = _credentials(settings)
     async with contextlib.AsyncExitStack() as stack:
         if cloud is None:
             cloud = await stack.enter_async_context(
@@ -131,10 +205,14 @@ async def serve(
                 metrics=metrics,
                 wait_seconds=settings.interruption_wait_seconds,
             )
-        interceptors: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor(metrics)]
-        if settings.auth_token:
-            interceptors.insert(0, BearerTokenInterceptor(settings.auth_token))
-        server = grpc.aio.server(interceptors=interceptors)
+        # The token is checked first, so refused calls are neither timed nor logged as served.
+        server = grpc.aio.server(
+            interceptors=[
+                *([BearerTokenInterceptor(token)] if token is not None else []),
+                ObservabilityInterceptor(metrics),
+            ],
+            options=[("grpc.max_receive_message_length", MAX_RECEIVE_MESSAGE_BYTES)],
+        )
         actuator_pb2_grpc.add_ActuatorServicer_to_server(
             ActuatorServicer(
                 catalog=catalog,
@@ -150,14 +228,21 @@ async def serve(
             [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], server
         )
         port = (
-            server.add_secure_port(settings.listen, _credentials(settings.tls))
-            if settings.tls
+            server.add_secure_port(settings.listen, certificates.server_credentials())
+            if certificates
             else server.add_insecure_port(settings.listen)
         )
+        host = settings.listen.rsplit(":", 1)[0]
+        health_server, health_port = None, None
+        if settings.health_port is not None:
+            health_server, health_port = _health_only_server(
+                health_servicer, f"{host}:{settings.health_port}"
+            )
         await server.start()
+        if health_server is not None:
+            await health_server.start()
         for name in ("", SERVICE_NAME):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        host = settings.listen.rsplit(":", 1)[0]
         running = RunningActuator(
             server=server,
             address=f"{host}:{port}",
@@ -165,6 +250,7 @@ async def serve(
             metrics=metrics,
             unavailable=unavailable,
             catalog=catalog,
+            health_port=health_port,
         )
         feed_task = asyncio.create_task(feed.run()) if feed else None
         refresh_task = asyncio.create_task(catalog.run())
@@ -178,3 +264,5 @@ async def serve(
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
             await server.stop(grace_seconds)
+            if health_server is not None:
+                await health_server.stop(0)

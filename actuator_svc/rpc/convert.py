@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence, Sized
 from datetime import datetime
 from typing import Final
 
@@ -12,6 +12,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from actuator_svc.cloud.provider import Instance
 from actuator_svc.core.allocatable import KubeletSettings, NodeResources
 from actuator_svc.core.catalog import CatalogInstanceType
+from actuator_svc.core.kube_names import label_key_problem, label_value_problem, subdomain_problem
 from actuator_svc.core.kubelet import KubeletSettingError, kubelet_settings
 from actuator_svc.core.launch_template import BlockDevice, MetadataOptions
 from actuator_svc.core.node_class import (
@@ -22,14 +23,31 @@ from actuator_svc.core.node_class import (
     SubnetTerm,
 )
 from actuator_svc.core.offerings import LAUNCHABLE_CAPACITY_TYPES, OfferingKey, PricedOffering
-from actuator_svc.core.tags import NODECLAIM_TAG, NODEPOOL_TAG, TagError, validate_user_tags
+from actuator_svc.core.tags import (
+    MAX_TAGS_PER_RESOURCE,
+    NAME_TAG,
+    NODECLAIM_TAG,
+    NODEPOOL_TAG,
+    TagError,
+    validate_user_tags,
+)
 from actuator_svc.core.user_data import Taint
 from actuator_svc.errors import InvalidRequestError
 from actuator_svc.interruption import InstanceEvent
 from actuator_svc.launcher import LaunchAttempt, LaunchResult
 from daiku.actuator.v1 import actuator_pb2 as pb
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# What a caller may send, checked before any cloud call (INVALID_ARGUMENT naming the field).
+MAX_OFFERINGS: Final = 500
+MAX_LABELS: Final = 100
+MAX_TAINTS: Final = 50
+MAX_SELECTOR_TERMS: Final = 30
+# EC2 refuses user data over 16 KiB before base64; daiku's own part is added to the caller's.
+MAX_USER_DATA_BYTES: Final = 16 * 1024
+# Tags daiku adds: the four reserved ones and Name everywhere, and daiku.dev/nodeclass on the
+# launch template, the resource with the most.
+_DAIKU_TAGS: Final = 6
+_OFFERING_TEXT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
 _TAINT_EFFECTS: Final = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 _ALIAS_FAMILIES: Final = frozenset({"al2023"})
 _EVENT_KINDS: Final = {
@@ -55,11 +73,27 @@ def require_name(value: str, field: str) -> str:
     """A Kubernetes object name (DNS-1123 subdomain), else InvalidRequestError."""
     if not value:
         raise InvalidRequestError(field, "is required")
-    if len(value) > 253 or not _NAME.match(value):
-        raise InvalidRequestError(
-            field, f"{value!r} is not a valid name (lowercase DNS-1123 subdomain)"
-        )
+    if problem := subdomain_problem(value):
+        # The value is echoed only when short: a name is not a secret, but a megabyte is noise.
+        shown = repr(value) if len(value) <= 253 else f"{len(value)} characters"
+        raise InvalidRequestError(field, f"{shown} is not a valid name: {problem}")
     return value
+
+
+def _at_most(items: Sized, limit: int, field: str) -> None:
+    count = len(items)
+    if count > limit:
+        raise InvalidRequestError(field, f"has {count} entries; at most {limit} are allowed")
+
+
+def _labels(labels: Mapping[str, str], field: str) -> dict[str, str]:
+    _at_most(labels, MAX_LABELS, field)
+    for key, value in labels.items():
+        if problem := label_key_problem(key):
+            raise InvalidRequestError(f"{field}[{key[:80]!r}]", f"label key {problem}")
+        if problem := label_value_problem(value):
+            raise InvalidRequestError(f"{field}[{key!r}]", f"label value {problem}")
+    return dict(labels)
 
 
 def kubelet_from_proto(kubelet: pb.KubeletConfiguration, field: str) -> KubeletSettings:
@@ -78,6 +112,14 @@ def kubelet_from_proto(kubelet: pb.KubeletConfiguration, field: str) -> KubeletS
 
 
 def _tags(tags: Mapping[str, str], field: str) -> dict[str, str]:
+    # EC2 allows 50 tags per resource, daiku's own included.
+    room = MAX_TAGS_PER_RESOURCE - _DAIKU_TAGS + (1 if NAME_TAG in tags else 0)
+    if len(tags) > room:
+        raise InvalidRequestError(
+            field,
+            f"has {len(tags)} tags; at most {room} fit beside daiku's own "
+            f"({MAX_TAGS_PER_RESOURCE} per EC2 resource)",
+        )
     try:
         validate_user_tags(tags, field)
     except TagError as exc:
@@ -85,11 +127,16 @@ def _tags(tags: Mapping[str, str], field: str) -> dict[str, str]:
     return dict(tags)
 
 
-def _taints(taints: Iterable[pb.Taint], field: str) -> tuple[Taint, ...]:
+def _taints(taints: Sequence[pb.Taint], field: str) -> tuple[Taint, ...]:
     result = []
+    _at_most(taints, MAX_TAINTS, field)
     for i, taint in enumerate(taints):
         if not taint.key:
             raise InvalidRequestError(f"{field}[{i}].key", "is required")
+        if problem := label_key_problem(taint.key):
+            raise InvalidRequestError(f"{field}[{i}].key", problem)
+        if problem := label_value_problem(taint.value):
+            raise InvalidRequestError(f"{field}[{i}].value", problem)
         if taint.effect not in _TAINT_EFFECTS:
             raise InvalidRequestError(
                 f"{field}[{i}].effect", f"{taint.effect!r} is not one of {sorted(_TAINT_EFFECTS)}"
@@ -98,8 +145,26 @@ def _taints(taints: Iterable[pb.Taint], field: str) -> tuple[Taint, ...]:
     return tuple(result)
 
 
+def _check_node_class_limits(node_class: pb.NodeClass, field: str) -> None:
+    if node_class.name and (problem := subdomain_problem(node_class.name)):
+        raise InvalidRequestError(f"{field}.name", problem)
+    for terms_field in (
+        "subnet_selector_terms",
+        "security_group_selector_terms",
+        "ami_selector_terms",
+    ):
+        _at_most(getattr(node_class, terms_field), MAX_SELECTOR_TERMS, f"{field}.{terms_field}")
+    user_data_bytes = len(node_class.user_data.encode())
+    if user_data_bytes > MAX_USER_DATA_BYTES:
+        raise InvalidRequestError(
+            f"{field}.user_data",
+            f"is {user_data_bytes} bytes; EC2 allows {MAX_USER_DATA_BYTES} before base64",
+        )
+
+
 def node_class_from_proto(node_class: pb.NodeClass, field: str = "node_class") -> NodeClassSpec:
     """The node class; every selector list must be non-empty and each term must select."""
+    _check_node_class_limits(node_class, field)
     subnets = []
     for i, s in enumerate(node_class.subnet_selector_terms):
         if not s.id and not s.tags:
@@ -185,11 +250,16 @@ def launch_request_from_proto(request: pb.LaunchNodeClaimRequest) -> LaunchReque
     pool = require_name(request.nodepool_name, "nodepool_name")
     if not request.offerings:
         raise InvalidRequestError("offerings", "needs at least one offering")
+    _at_most(request.offerings, MAX_OFFERINGS, "offerings")
     offerings = []
     for i, o in enumerate(request.offerings):
         for attr in ("instance_type", "zone"):
             if not getattr(o, attr):
                 raise InvalidRequestError(f"offerings[{i}].{attr}", "is required")
+            if not _OFFERING_TEXT.match(getattr(o, attr)):
+                raise InvalidRequestError(
+                    f"offerings[{i}].{attr}", "may hold only a-z, 0-9, '.' and '-' (64 at most)"
+                )
         if o.capacity_type not in LAUNCHABLE_CAPACITY_TYPES:
             raise InvalidRequestError(
                 f"offerings[{i}].capacity_type",
@@ -198,15 +268,12 @@ def launch_request_from_proto(request: pb.LaunchNodeClaimRequest) -> LaunchReque
         offerings.append(OfferingKey(o.instance_type, o.zone, o.capacity_type))
     if not request.HasField("node_class"):
         raise InvalidRequestError("node_class", "is required")
-    for key in request.labels:
-        if not key:
-            raise InvalidRequestError("labels", "label keys must not be empty")
     return LaunchRequest(
         nodeclaim_name=name,
         nodepool_name=pool,
         offerings=tuple(offerings),
         node_class=node_class_from_proto(request.node_class),
-        labels=dict(request.labels),
+        labels=_labels(request.labels, "labels"),
         taints=_taints(request.taints, "taints"),
         startup_taints=_taints(request.startup_taints, "startup_taints"),
         kubelet=kubelet_from_proto(request.kubelet, "kubelet"),

@@ -11,10 +11,14 @@ import grpc
 import structlog
 
 from actuator_svc.metrics import ActuatorMetrics
+from actuator_svc.rpc.credentials import BearerToken
 
 log = structlog.get_logger("actuator_svc.rpc")
-# Health checks and reflection answer without a token: probes and grpcurl need them first.
-OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+# Health checks answer without a token: kubelet gRPC probes cannot send one. Reflection needs
+# the token like the API (grpcurl sends its -H headers with reflection requests too).
+OPEN_SERVICES = ("/grpc.health.v1.Health/",)
+# Calls not logged or timed per call: probes every few seconds, and grpcurl's discovery.
+QUIET_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 if TYPE_CHECKING:  # the grpc stubs are generic; the runtime classes are not
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -23,29 +27,53 @@ else:
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]
 
 
-async def _unauthenticated(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-    await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+def _deny(method: str, handler: Handler, reason: str) -> Handler:
+    """A handler of the same kind as `handler` that logs the refusal (method, peer, reason;
+    never the token) and aborts before reading the request."""
+
+    async def unauthenticated(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        log.warning("rpc_unauthenticated", method=method, peer=context.peer(), reason=reason)
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+
+    # The call's shape must match the method's, or a streaming client waits on a unary answer.
+    make = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }[(bool(handler.request_streaming), bool(handler.response_streaming))]
+    deny: Handler = make(
+        unauthenticated,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+    return deny
 
 
 class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
     """Rejects calls whose `authorization` metadata is not `Bearer <token>`."""
 
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
-        self._deny: Handler = grpc.unary_unary_rpc_method_handler(_unauthenticated)
+    def __init__(self, token: BearerToken) -> None:
+        self._token = token
 
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> Handler | None:
-        if handler_call_details.method.startswith(OPEN_SERVICES):
+        method = handler_call_details.method
+        if method.startswith(OPEN_SERVICES):
             return await continuation(handler_call_details)
-        metadata = dict(handler_call_details.invocation_metadata or ())
-        given = metadata.get("authorization", "")
+        handler = await continuation(handler_call_details)
+        if handler is None:  # unknown method: grpc answers UNIMPLEMENTED
+            return None
+        given = dict(handler_call_details.invocation_metadata or ()).get("authorization")
+        if given is None:
+            return _deny(method, handler, "no authorization metadata")
         given_bytes = given.encode() if isinstance(given, str) else bytes(given)
-        if not hmac.compare_digest(given_bytes, self._expected):
-            log.warning("rpc_unauthenticated", method=handler_call_details.method)
-            return self._deny
-        return await continuation(handler_call_details)
+        expected = f"Bearer {self._token.current()}".encode()
+        # Constant time: the comparison must not tell a caller how much of the token it got.
+        if not hmac.compare_digest(given_bytes, expected):
+            return _deny(method, handler, "wrong bearer token")
+        return handler
 
 
 class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
@@ -66,7 +94,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
     ) -> Handler | None:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or method.startswith(OPEN_SERVICES):
+        if handler is None or method.startswith(QUIET_SERVICES):
             return handler
         if handler.unary_unary is not None:
             inner = handler.unary_unary

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from typing import Any
 
 import grpc
 import pytest
@@ -20,7 +21,13 @@ from actuator_svc.service import RunningActuator
 from daiku.actuator.v1 import actuator_pb2 as pb
 from daiku.actuator.v1 import actuator_pb2_grpc
 from localcloud.ec2 import Ec2Emulator
-from tests.actuator_svc.conftest import ManualClock, launch_request, node_class, offering
+from tests.actuator_svc.conftest import (
+    TOKEN,
+    ManualClock,
+    launch_request,
+    node_class,
+    offering,
+)
 
 MIB = 1024**2
 Stub = actuator_pb2_grpc.ActuatorStub
@@ -324,16 +331,73 @@ async def test_permanent_errors_fail_fast(stub: Stub, emulator: Ec2Emulator) -> 
             "node_class.ami_selector_terms[0].alias",
         ),
         (lambda r: r.kubelet.system_reserved.update({"cpu": "lots"}), "kubelet.system_reserved"),
+        # Limits on what a caller can send.
+        (lambda r: setattr(r, "nodeclaim_name", "a" * 254), "nodeclaim_name"),
+        (lambda r: setattr(r, "nodeclaim_name", "web..x"), "nodeclaim_name"),
+        (
+            lambda r: r.offerings.extend([offering("m5.large", "us-east-1a", "spot")] * 501),
+            "offerings",
+        ),
+        (lambda r: setattr(r.offerings[0], "instance_type", "m5.large;rm"), "offerings[0]"),
+        (
+            lambda r: r.node_class.tags.update({f"k{i}": "v" for i in range(45)}),
+            "node_class.tags",
+        ),
+        (lambda r: r.node_class.tags.update({"aws:owner": "me"}), "node_class.tags['aws:owner']"),
+        (lambda r: r.node_class.tags.update({"k" * 129: "v"}), "node_class.tags"),
+        (lambda r: r.node_class.tags.update({"team": "v" * 257}), "node_class.tags['team']"),
+        (lambda r: r.node_class.tags.update({"team": "a<b>"}), "node_class.tags['team']"),
+        (
+            lambda r: setattr(r.node_class, "user_data", "#" * (16 * 1024 + 1)),
+            "node_class.user_data",
+        ),
+        (lambda r: setattr(r.node_class, "name", "Default"), "node_class.name"),
+        (
+            lambda r: r.node_class.subnet_selector_terms.extend(
+                [pb.SubnetSelectorTerm(id="subnet-1")] * 30
+            ),
+            "node_class.subnet_selector_terms",
+        ),
+        (lambda r: r.labels.update({f"l{i}": "v" for i in range(100)}), "labels"),
+        (lambda r: r.labels.update({"bad key": "v"}), "labels['bad key']"),
+        (lambda r: r.labels.update({"Example.com/x": "v"}), "labels['Example.com/x']"),
+        (lambda r: r.labels.update({"app": "-web"}), "labels['app']"),
+        (lambda r: r.labels.update({"app": "w" * 64}), "labels['app']"),
+        (
+            lambda r: r.taints.extend([pb.Taint(key="k", effect="NoSchedule")] * 50),
+            "taints",
+        ),
+        (lambda r: setattr(r.taints[0], "key", "a/b/c"), "taints[0].key"),
+        (lambda r: setattr(r.taints[0], "value", "x y"), "taints[0].value"),
     ],
 )
-async def test_invalid_requests_name_the_field(stub: Stub, mutate: object, field: str) -> None:
-    """A malformed LaunchNodeClaim is INVALID_ARGUMENT and the message names the field."""
+async def test_invalid_requests_name_the_field(
+    stub: Stub, emulator: Ec2Emulator, mutate: object, field: str
+) -> None:
+    """A malformed or oversized LaunchNodeClaim is INVALID_ARGUMENT, the message names the
+    field, and no instance is asked of EC2."""
     request = launch_request("web-bad1", offering("m5.large", "us-east-1a", "spot"))
     mutate(request)  # type: ignore[operator]
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await stub.LaunchNodeClaim(request)
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert (info.value.details() or "").startswith(field)
+    assert emulator.create_fleet_calls == []
+
+
+async def test_oversized_message_is_refused_before_parsing(
+    stub: Stub, emulator: Ec2Emulator
+) -> None:
+    """A request over the 4 MiB receive limit is RESOURCE_EXHAUSTED and reaches no EC2 call."""
+    request = launch_request(
+        "web-huge",
+        offering("m5.large", "us-east-1a", "spot"),
+        node_class=node_class(user_data="#" * (5 * MIB)),
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.LaunchNodeClaim(request)
+    assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert emulator.create_fleet_calls == []
 
 
 async def test_node_class_matching_nothing_is_invalid(stub: Stub) -> None:
@@ -351,18 +415,49 @@ async def test_node_class_matching_nothing_is_invalid(stub: Stub) -> None:
     assert (info.value.details() or "").startswith("node_class.subnet_selector_terms")
 
 
-async def test_wrong_token_is_unauthenticated(actuator: RunningActuator) -> None:
-    """Calls without the right bearer token are UNAUTHENTICATED; health answers without one."""
+async def test_wrong_token_is_unauthenticated_and_logged_without_it(
+    actuator: RunningActuator,
+) -> None:
+    """Calls with a wrong or no bearer token, unary or streaming, are UNAUTHENTICATED; each
+    refusal logs one rpc_unauthenticated event with method and peer and never the token sent."""
+    sent = "Bearer wrong-token-marker-4f1c"
     async with grpc.aio.insecure_channel(actuator.address) as channel:
         stub = actuator_pb2_grpc.ActuatorStub(channel)
-        for metadata in ((("authorization", "Bearer wrong"),), ()):
+        with capture_logs() as logs:
+            for metadata in ((("authorization", sent),), ()):
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await stub.ListNodeClaims(pb.ListNodeClaimsRequest(), metadata=metadata)
+                assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
             with pytest.raises(grpc.aio.AioRpcError) as info:
-                await stub.ListNodeClaims(pb.ListNodeClaimsRequest(), metadata=metadata)
+                async for _ in stub.WatchCloudEvents(
+                    pb.WatchCloudEventsRequest(), metadata=(("authorization", sent),), timeout=10
+                ):
+                    pass
             assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    refused = [e for e in logs if e["event"] == "rpc_unauthenticated"]
+    assert [e["method"].rsplit("/", 1)[1] for e in refused] == [
+        "ListNodeClaims",
+        "ListNodeClaims",
+        "WatchCloudEvents",
+    ]
+    assert all(e["peer"].startswith("ipv4:127.0.0.1:") for e in refused)
+    assert "wrong-token-marker" not in repr(logs)
+    assert TOKEN not in repr(logs)
 
 
-async def test_health_and_reflection_answer(actuator: RunningActuator) -> None:
-    """The standard health service says SERVING and reflection lists the Actuator service."""
+class _SyncBearerToken(grpc.StreamStreamClientInterceptor):  # type: ignore[misc]
+    """Adds the bearer token to the synchronous reflection client's stream."""
+
+    def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+        metadata = (*(details.metadata or ()), ("authorization", f"Bearer {TOKEN}"))
+        return continuation(details._replace(metadata=metadata), requests)
+
+
+async def test_health_answers_without_token_and_reflection_needs_it(
+    actuator: RunningActuator,
+) -> None:
+    """Health says SERVING without a token; reflection is UNAUTHENTICATED without one and lists
+    the Actuator service with it."""
     async with grpc.aio.insecure_channel(actuator.address) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         for service in ("", "daiku.actuator.v1.Actuator"):
@@ -370,11 +465,19 @@ async def test_health_and_reflection_answer(actuator: RunningActuator) -> None:
             assert answer.status == health_pb2.HealthCheckResponse.SERVING
     # The reflection client is synchronous: run it on a thread with its own channel.
 
-    def services() -> list[str]:
+    def services(with_token: bool) -> list[str]:
         with grpc.insecure_channel(actuator.address) as sync_channel:
-            return list(ProtoReflectionDescriptorDatabase(sync_channel).get_services())
+            channel = (
+                grpc.intercept_channel(sync_channel, _SyncBearerToken())
+                if with_token
+                else sync_channel
+            )
+            return list(ProtoReflectionDescriptorDatabase(channel).get_services())
 
-    assert "daiku.actuator.v1.Actuator" in await asyncio.to_thread(services)
+    assert "daiku.actuator.v1.Actuator" in await asyncio.to_thread(services, True)
+    with pytest.raises(grpc.RpcError) as info:
+        await asyncio.to_thread(services, False)
+    assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
 
 
 async def test_spot_interruption_is_streamed_and_marks_the_offering(
