@@ -128,7 +128,7 @@ def test_pods_are_restricted_critical_and_spread(name: str) -> None:
 @needs_kubectl
 def test_service_commands_and_flags() -> None:
     """The scheduler runs leader-elected against the actuator Service; the actuator listens on
-    all interfaces with TLS and a token, probed on its gRPC port."""
+    all interfaces with TLS and a token, probed by gRPC on its plaintext health-only port."""
     deployments = _by_kind(_rendered("default"), "Deployment")
     (scheduler,) = _containers(deployments["daiku-scheduler"])
     assert scheduler["command"] == ["python", "-m", "scheduler_svc"]
@@ -140,7 +140,10 @@ def test_service_commands_and_flags() -> None:
     assert "--listen=0.0.0.0:50051" in actuator["args"]
     assert "--tls-cert-file=/etc/daiku/tls/tls.crt" in actuator["args"]
     assert "--auth-token-file=/etc/daiku/token/token" in actuator["args"]
-    assert actuator["readinessProbe"]["tcpSocket"]["port"] == "grpc"
+    assert "--health-port=50052" in actuator["args"]
+    ports = {p["name"]: p["containerPort"] for p in actuator["ports"]}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert actuator[probe]["grpc"] == {"port": ports["health"]} == {"port": 50052}
 
 
 @needs_kubectl
