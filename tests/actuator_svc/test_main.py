@@ -20,8 +20,9 @@ from localcloud.ec2 import Ec2Emulator
 async def test_process_serves_and_stops_gracefully_on_sigterm(
     emulator: Ec2Emulator, tmp_path: Path
 ) -> None:
-    """The process prints `ready HOST:PORT`, answers with the token from its env file, and
-    exits 0 on SIGTERM after logging actuator_stopped."""
+    """The process prints `ready HOST:PORT`, answers with the token from its env file, logs
+    the health port it bound for --health-port 0, and exits 0 on SIGTERM after logging
+    actuator_stopped."""
     token_file = tmp_path / "token"
     token_file.write_text("s3cret\n")
     env = {
@@ -33,6 +34,7 @@ async def test_process_serves_and_stops_gracefully_on_sigterm(
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "actuator_svc", "--listen", "127.0.0.1:0", "--cluster-name", "daiku",
+        "--health-port", "0",
         env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -52,9 +54,15 @@ async def test_process_serves_and_stops_gracefully_on_sigterm(
         process.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(process.communicate(), timeout=30)
         assert process.returncode == 0
-        events = [json.loads(x)["event"] for x in stderr.decode().splitlines() if x.startswith("{")]
+        logged = [json.loads(x) for x in stderr.decode().splitlines() if x.startswith("{")]
+        events = [e["event"] for e in logged]
         assert "actuator_ready" in events
         assert events[-1] == "actuator_stopped"
+        (ready,) = [e for e in logged if e["event"] == "actuator_ready"]
+        assert ready["token"] is True
+        assert ready["tls"] is False
+        assert isinstance(ready["health_port"], int)
+        assert ready["health_port"] > 0
     finally:
         if process.returncode is None:
             process.kill()

@@ -286,3 +286,40 @@ async def test_health_port_is_plaintext_and_health_only(
                     timeout=10,
                 )
             assert info.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_rotated_client_ca_admits_the_new_clients(tmp_path: Path) -> None:
+    """Once the client CA file is replaced, a client certificate from the new CA is served on
+    a new connection and one from the old CA is refused."""
+    old, new = make_pki(tmp_path / "old"), make_pki(tmp_path / "new")
+    client_ca = tmp_path / "client_ca"
+    client_ca.write_bytes(old["ca"])
+    settings = ActuatorSettings(
+        listen="127.0.0.1:0",
+        tls=TlsFiles(tmp_path / "old" / "server_cert", tmp_path / "old" / "server_key", client_ca),
+        credentials_poll_seconds=0.05,
+    )
+
+    async def served_as(client: dict[str, bytes]) -> bool:
+        credentials = grpc.ssl_channel_credentials(
+            old["ca"], client["client_key"], client["client_cert"]
+        )
+        async with grpc.aio.secure_channel(
+            f"localhost:{running.port}", credentials, options=FRESH_CONNECTION
+        ) as channel:
+            try:
+                await actuator_pb2_grpc.ActuatorStub(channel).ListNodeClaims(
+                    pb.ListNodeClaimsRequest(), timeout=5
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+                    raise
+                return False
+            return True
+
+    async with serve(settings, cloud=_empty_cloud(), grace_seconds=0.1) as running:
+        assert await served_as(old)
+        assert not await served_as(new)
+        _replace(client_ca, new["ca"])
+        await _eventually(lambda: served_as(new), timeout_seconds=10)
+        assert not await served_as(old)
