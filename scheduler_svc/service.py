@@ -29,10 +29,10 @@ from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.watch import WatchSettings, run_watches
 from scheduler_svc.kube.writer import KubeWriter, utc_now
 from scheduler_svc.lifecycle.controller import LifecycleController, LifecycleSettings
-from scheduler_svc.lifecycle.launch import ClaimLauncher
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.provisioning.batcher import Batcher
 from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
+from scheduler_svc.provisioning.launch import ClaimLauncher
 from scheduler_svc.provisioning.provisioner import Provisioner
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.settings import SchedulerSettings

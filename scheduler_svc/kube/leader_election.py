@@ -63,7 +63,12 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this candidate holds the Lease afterwards."""
-        self.attempts += 1
+        try:
+            return await self._attempt()
+        finally:
+            self.attempts += 1  # counted once the answer is known (readiness waits for it)
+
+    async def _attempt(self) -> bool:
         now = datetime.now(UTC)
         try:
             lease = await self._objects.get(LEASES, self.name, self.namespace)

@@ -52,8 +52,8 @@ from scheduler_svc.kube.writer import (
     parse_timestamp,
     utc_now,
 )
-from scheduler_svc.lifecycle.launch import ClaimLauncher
 from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.provisioning.launch import ClaimLauncher
 from scheduler_svc.provisioning.nodeclaim_template import format_quantity
 from scheduler_svc.state.cluster import Change, ClusterMirror
 

@@ -29,6 +29,9 @@ from scheduler_svc.kube.resources import KubeObject
 from scheduler_svc.kube.writer import TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY
 
 OFFERINGS_ANNOTATION = "daiku.dev/offerings"
+# The actuator refuses a launch with more offerings (INVALID_ARGUMENT); the plan lists them most
+# preferred first, so the first ones are those worth keeping.
+MAX_OFFERINGS = 500
 _NAME_ALPHABET = string.ascii_lowercase + string.digits
 _MI = 1024**2
 _GI = 1024**3
@@ -62,7 +65,9 @@ def _unique(values: list[str]) -> list[str]:
 
 
 def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: KubeObject, *, name: str) -> KubeObject:
-    """The NodeClaim object for `plan`, from its NodePool's template."""
+    """The NodeClaim object for `plan`, from its NodePool's template (at most MAX_OFFERINGS
+    offerings, the most preferred)."""
+    offerings = plan.offerings[:MAX_OFFERINGS]
     pool_name = str((nodepool.get("metadata") or {}).get("name", plan.nodepool))
     template = (nodepool.get("spec") or {}).get("template") or {}
     template_metadata = template.get("metadata") or {}
@@ -78,9 +83,9 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: KubeObject, *, name: str)
             entry["minValues"] = requirement.min_values
         requirements.append(entry)
     for key, values in (
-        (LABEL_INSTANCE_TYPE, _unique([o.instance_type for o in plan.offerings])),
-        (LABEL_ZONE, _unique([o.zone for o in plan.offerings])),
-        (LABEL_CAPACITY_TYPE, _unique([o.capacity_type for o in plan.offerings])),
+        (LABEL_INSTANCE_TYPE, _unique([o.instance_type for o in offerings])),
+        (LABEL_ZONE, _unique([o.zone for o in offerings])),
+        (LABEL_CAPACITY_TYPE, _unique([o.capacity_type for o in offerings])),
     ):
         requirements.append({"key": key, "operator": "In", "values": values})
     labels = {
@@ -91,7 +96,7 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: KubeObject, *, name: str)
     annotations = {
         **{k: str(v) for k, v in (template_metadata.get("annotations") or {}).items()},
         OFFERINGS_ANNOTATION: json.dumps(
-            [[o.instance_type, o.zone, o.capacity_type, o.price_per_hour] for o in plan.offerings],
+            [[o.instance_type, o.zone, o.capacity_type, o.price_per_hour] for o in offerings],
             separators=(",", ":"),
         ),
     }
@@ -161,6 +166,7 @@ def launch_request_of(claim: KubeObject) -> LaunchRequest:
         ]
     if not offerings:
         raise ValueError(f"NodeClaim {name}: spec.requirements: no offering to launch")
+    offerings = offerings[:MAX_OFFERINGS]
     node_class_name = str((spec.get("nodeClassRef") or {}).get("name", ""))
     if not node_class_name:
         raise ValueError(f"NodeClaim {name}: spec.nodeClassRef.name: missing")

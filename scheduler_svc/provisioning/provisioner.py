@@ -54,10 +54,10 @@ from scheduler_svc.kube.resources import (
     resource_version_of,
 )
 from scheduler_svc.kube.writer import KubeWriter, parse_timestamp, utc_now
-from scheduler_svc.lifecycle.launch import ClaimLauncher, LaunchOutcome, LaunchResult
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.provisioning.batcher import Batcher
 from scheduler_svc.provisioning.catalog import CatalogKey, InstanceTypeCatalog, catalog_key
+from scheduler_svc.provisioning.launch import ClaimLauncher, LaunchOutcome, LaunchResult
 from scheduler_svc.provisioning.nodeclaim_template import new_nodeclaim_name, nodeclaim_from_plan
 from scheduler_svc.provisioning.status import ensure_condition
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache

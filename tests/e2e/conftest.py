@@ -181,9 +181,9 @@ class Stack:
             for obj in await self.objects(plural):
                 with contextlib.suppress(Exception):
                     await store.delete(plural, obj["metadata"]["name"])
-        for lease in await self.objects("leases", "daiku"):
+        for lease in await self.objects("leases", "default"):
             with contextlib.suppress(Exception):
-                await store.delete("leases", lease["metadata"]["name"], "daiku")
+                await store.delete("leases", lease["metadata"]["name"], "default")
         ids = [i["InstanceId"] for i in self.running_instances()]
         if ids:
             self.ec2_client().terminate_instances(InstanceIds=ids)

@@ -10,6 +10,7 @@ import sys
 from datetime import timedelta
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
@@ -294,3 +295,71 @@ async def test_python_m_scheduler_svc_prints_ready_and_stops_on_sigterm(stack: S
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_a_launched_claim_whose_node_never_registers_is_deleted_after_the_timeout(
+    stack: Stack,
+) -> None:
+    """With the lifecycle's clock past the registration timeout, a launched NodeClaim whose
+    Node never came is deleted (its termination finds no instance) with an event saying why."""
+    await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+    claim = {
+        "apiVersion": "daiku.dev/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": "silent-1",
+            "labels": {"daiku.dev/nodepool": "default"},
+            "finalizers": ["daiku.dev/termination"],
+        },
+        "spec": {
+            "nodeClassRef": {"group": "daiku.dev", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [],
+        },
+    }
+    await stack.store.create("nodeclaims", claim)
+    stamp = utc_now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    await stack.store.patch(
+        "nodeclaims",
+        "silent-1",
+        {
+            "status": {
+                "providerID": "aws:///us-east-1a/i-0000000000000dead",
+                "conditions": [
+                    {
+                        "type": "Launched",
+                        "status": "True",
+                        "reason": "Launched",
+                        "lastTransitionTime": stamp,
+                    }
+                ],
+            }
+        },
+        subresource="status",
+    )
+    await stack.start_scheduler(wall_clock=lambda: utc_now() + timedelta(minutes=16))
+
+    async def gone() -> bool:
+        return not await stack.objects("nodeclaims")
+
+    await until(gone, timeout_seconds=15)
+    deleted = await until(lambda: events(stack, "NodeClaimDeleted"))
+    assert deleted[0]["message"] == "registration timed out"
+
+
+async def test_health_readiness_and_metrics_endpoints(stack: Stack) -> None:
+    """/healthz and /readyz answer 200 once synced; /metrics shows NodeClaims created and
+    launched after a provisioning round."""
+    await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+    scheduler = await stack.start_scheduler()
+    await stack.create_pods(1, cpu="500m", memory="512Mi")
+    await until(lambda: has_running(stack, 1), timeout_seconds=30)
+    service = scheduler.service
+    async with aiohttp.ClientSession() as session:
+        for path in ("/healthz", "/readyz"):
+            async with session.get(f"http://127.0.0.1:{service.health_port}{path}") as response:
+                assert response.status == 200
+        async with session.get(f"http://127.0.0.1:{service.metrics_port}/metrics") as response:
+            text = await response.text()
+    assert 'daiku_scheduler_nodeclaims_total{nodepool="default",step="created"} 1.0' in text
+    assert 'daiku_scheduler_nodeclaims_total{nodepool="default",step="launched"} 1.0' in text
+    assert "daiku_scheduler_scheduling_duration_seconds_count" in text

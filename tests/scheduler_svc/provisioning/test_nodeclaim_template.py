@@ -9,6 +9,7 @@ import pytest
 from scheduler_svc.core.model import NodeClaimPlan, OfferingOption, Resources
 from scheduler_svc.core.requirements import Operator, Requirement
 from scheduler_svc.provisioning.nodeclaim_template import (
+    MAX_OFFERINGS,
     OFFERINGS_ANNOTATION,
     format_quantity,
     launch_request_of,
@@ -117,3 +118,11 @@ def test_quantities_and_names() -> None:
     name = new_nodeclaim_name("default")
     assert name.startswith("default-")
     assert len(name) == len("default-") + 5
+
+
+def test_offerings_are_capped_at_what_the_actuator_accepts() -> None:
+    """A plan with more offerings than the actuator takes keeps the most preferred ones."""
+    many = tuple(OfferingOption(f"t{i}.large", "us-east-1a", "spot", 0.01 * i) for i in range(700))
+    plan = NodeClaimPlan("default", (), ("default/a",), Resources(cpu_millis=100), many)
+    request = launch_request_of(nodeclaim_from_plan(plan, NODEPOOL, name="x"))
+    assert request.offerings == many[:MAX_OFFERINGS]

@@ -10,12 +10,13 @@ Outcomes:
 - exhausted (RESOURCE_EXHAUSTED: every offering failed): the failed offerings go to the
   unavailable-offerings cache and the claim is deleted; its pods return to the next batch.
 - failed (a permanent error: bad node class, bad request): the claim is deleted, with an event
-  on its NodePool.
+  on its NodePool, and its offerings are kept out of solves for the TTL (no churn).
 - retry (actuator unavailable, deadline): the claim stays; the lifecycle controller tries again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass
 from enum import StrEnum
@@ -100,8 +101,12 @@ class ClaimLauncher:
         catalog: InstanceTypeCatalog,
         unavailable: UnavailableOfferingsCache,
         metrics: SchedulerMetrics,
+        max_concurrent_launches: int = 32,
     ) -> None:
         self._actuator = actuator
+        # Bounded: a 1,000-pod burst must not open hundreds of CreateFleet calls at once (EC2
+        # throttles CreateFleet; the actuator walks offerings per call anyway).
+        self._slots = asyncio.Semaphore(max_concurrent_launches)
         self._writer = writer
         self._mirror = mirror
         self._catalog = catalog
@@ -122,16 +127,17 @@ class ClaimLauncher:
             return await self._give_up(claim, LaunchOutcome.FAILED, str(error))
         offerings: list[OfferingChoice] = list(request.offerings)
         try:
-            instance = await self._actuator.launch_nodeclaim(
-                nodeclaim_name=name,
-                nodepool_name=request.nodepool_name,
-                offerings=offerings,
-                node_class=node_class,
-                labels=request.labels,
-                taints=[_taint(t) for t in (*request.taints, UNREGISTERED_TAINT)],
-                startup_taints=[_taint(t) for t in request.startup_taints],
-                kubelet=kubelet,
-            )
+            async with self._slots:
+                instance = await self._actuator.launch_nodeclaim(
+                    nodeclaim_name=name,
+                    nodepool_name=request.nodepool_name,
+                    offerings=offerings,
+                    node_class=node_class,
+                    labels=request.labels,
+                    taints=[_taint(t) for t in (*request.taints, UNREGISTERED_TAINT)],
+                    startup_taints=[_taint(t) for t in request.startup_taints],
+                    kubelet=kubelet,
+                )
         except ResourceExhaustedError as error:
             self._unavailable.mark(
                 UnavailableOffering(f.instance_type, f.zone, f.capacity_type)
@@ -148,6 +154,11 @@ class ClaimLauncher:
             return LaunchResult(LaunchOutcome.RETRY, None, error=str(error))
         except ActuatorError as error:
             bound.warning("nodeclaim_launch_failed", error=str(error), code=error.code)
+            # A permanent failure would recur on the next round's identical claim: keep its
+            # offerings out for the TTL so the pods go elsewhere or are reported, not churned.
+            self._unavailable.mark(
+                UnavailableOffering(o.instance_type, o.zone, o.capacity_type) for o in offerings
+            )
             return await self._give_up(claim, LaunchOutcome.FAILED, str(error))
         try:
             written = await self._record(claim, instance, node_class_obj)
