@@ -39,6 +39,7 @@ from scheduler_svc.core.disruption.settings import (
     format_seconds,
 )
 from scheduler_svc.core.model import (
+    InstanceType,
     NodeClaimPlan,
     OfferingOption,
     SchedulingInput,
@@ -150,19 +151,31 @@ class _Pass:
 
     # -- simulation ------------------------------------------------------------------------
 
-    def simulate(self, moving: Sequence[Candidate], *, allow_new: bool) -> SchedulingResult:
+    def simulate(
+        self,
+        moving: Sequence[Candidate],
+        *,
+        allow_new: bool,
+        below_price: float | None = None,
+    ) -> SchedulingResult:
         """Reschedule ``moving``'s pods onto every node not taken (and, with ``allow_new``,
-        onto new NodeClaims of any NodePool)."""
+        onto new NodeClaims of any NodePool, from offerings that save enough against
+        ``below_price`` when given)."""
         leaving = self.taken | {c.name for c in moving}
         nodes = [c.to_node() for c in self.snapshot.candidates if c.name not in leaving]
         nodes += [n for n in self.snapshot.other_nodes if n.name not in leaving]
         pods = tuple(p.pod for c in moving for p in c.reschedulable_pods())
         pools = tuple(p.nodepool for p in self.snapshot.nodepools) if allow_new else ()
+        # Without new claims the catalog is not needed; for a consolidation only offerings
+        # cheap enough can win, and the solver indexes fewer types (it re-indexes per call).
+        types = self.snapshot.instance_types if allow_new else ()
+        if allow_new and below_price is not None:
+            types = _cheaper_types(types, below_price, self.options)
         return solve(
             SchedulingInput(
                 pods=pods,
                 nodepools=pools,
-                instance_types=self.snapshot.instance_types,
+                instance_types=types,
                 nodes=tuple(nodes),
                 daemonsets=self.snapshot.daemonsets,
                 unavailable_offerings=self.snapshot.unavailable_offerings,
@@ -302,6 +315,7 @@ def _consolidatable(state: _Pass, candidates: Sequence[Candidate]) -> list[Candi
     out = []
     pending = len(state.snapshot.pending_pods)
     in_flight = sum(1 for n in state.snapshot.other_nodes if n.is_in_flight)
+    in_flight += sum(1 for c in state.snapshot.candidates if not c.is_initialized)
     for candidate in candidates:
         settings = state.snapshot.nodepool(candidate.nodepool).disruption  # type: ignore[union-attr]
         if settings.consolidation_policy is not ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED:
@@ -338,12 +352,14 @@ def _consolidatable(state: _Pass, candidates: Sequence[Candidate]) -> list[Candi
 
 def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
     ordered = _consolidatable(state, candidates)
-    # Budgets: keep as many of each NodePool as it may lose now.
+    # Budgets: a single node needs one disruption left in its NodePool; a multi-node merge
+    # takes at most as many of each NodePool as it may lose now.
+    singles: list[Candidate] = []
     usable: list[Candidate] = []
     per_pool: dict[str, int] = {}
     for candidate in ordered:
         left, which = state.budget_left(candidate.nodepool, DisruptionReason.UNDERUTILIZED)
-        if per_pool.get(candidate.nodepool, 0) >= left:
+        if left < 1:
             state.block(
                 candidate.name,
                 DISRUPTION_BLOCKED,
@@ -351,8 +367,10 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
                 "Underutilized disruptions now",
             )
             continue
-        per_pool[candidate.nodepool] = per_pool.get(candidate.nodepool, 0) + 1
-        usable.append(candidate)
+        singles.append(candidate)
+        if per_pool.get(candidate.nodepool, 0) < left:
+            per_pool[candidate.nodepool] = per_pool.get(candidate.nodepool, 0) + 1
+            usable.append(candidate)
     # Multi-node: the largest k whose first k merge into at most one cheaper node.
     low, high = 2, min(len(usable), state.options.max_multi_node_candidates)
     best: DisruptionDecision | None = None
@@ -366,7 +384,15 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
     if best is not None:
         state.take(best)
         return
-    for candidate in usable[: state.options.max_single_node_attempts]:
+    # Single node: a delete anywhere before a replacement anywhere (a delete evicts once and
+    # launches nothing; a replacement often leads to a delete of its replacement later).
+    attempts = singles[: state.options.max_single_node_attempts]
+    for candidate in attempts:
+        outcome = _consolidate(state, [candidate], allow_replace=False)
+        if outcome.decision is not None:
+            state.take(outcome.decision)
+            return
+    for candidate in attempts:
         outcome = _consolidate(state, [candidate])
         if outcome.decision is not None:
             state.take(outcome.decision)
@@ -375,9 +401,10 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
 
 
 def _consolidate(  # noqa: PLR0911 - one exit per way a consolidation fails
-    state: _Pass, nodes: Sequence[Candidate]
+    state: _Pass, nodes: Sequence[Candidate], *, allow_replace: bool = True
 ) -> _Outcome:
-    """Delete ``nodes`` (their pods fit elsewhere) or replace them by one cheaper node."""
+    """Delete ``nodes`` (their pods fit elsewhere) or, with ``allow_replace``, replace them by
+    one cheaper node."""
     old_price = sum(c.price_per_hour for c in nodes)
     names = tuple(c.name for c in nodes)
     claims = tuple(c.nodeclaim for c in nodes)
@@ -400,29 +427,39 @@ def _consolidate(  # noqa: PLR0911 - one exit per way a consolidation fails
                 needs_validation=True,
             )
         )
-    replaced = state.simulate(nodes, allow_new=True)
+    if not allow_replace:
+        return _Outcome(None, "pods do not fit on other nodes")
+    replaced = state.simulate(nodes, allow_new=True, below_price=old_price)
     if replaced.unschedulable:
-        return _Outcome(None, f"pods would not fit: {replaced.unschedulable[0].reason}")
+        if not _cheaper_types(state.snapshot.instance_types, old_price, options):
+            return _Outcome(None, _more_expensive(old_price, options))
+        return _Outcome(
+            None,
+            "no cheaper node holds the pods "
+            f"({_more_expensive(old_price, options)}): {replaced.unschedulable[0].reason}",
+        )
     if len(replaced.new_claims) != 1:
-        return _Outcome(None, f"would need {len(replaced.new_claims)} new nodes")
+        return _Outcome(
+            None,
+            f"would cost more: no single node saving {options.min_saving_fraction:.0%} on "
+            f"${old_price:.4f}/h holds the pods (they would need {len(replaced.new_claims)})",
+        )
     claim = replaced.new_claims[0]
     all_spot = all(c.capacity_type == CAPACITY_TYPE_SPOT for c in nodes)
     kept = _cheaper_offerings(claim.offerings, old_price, all_spot, options)
     if not kept:
-        cheapest = claim.offerings[0] if claim.offerings else None
-        if cheapest is None:
-            return _Outcome(None, "no offering holds the pods")
+        cheapest = claim.offerings[0]
+        spot_rule = (
+            f"; spot->spot needs {options.spot_to_spot_min_types} cheaper spot types"
+            if all_spot
+            else ""
+        )
         return _Outcome(
             None,
             f"would cost more: cheapest replacement {cheapest.instance_type} "
             f"({cheapest.capacity_type}) ${cheapest.price_per_hour:.4f}/h vs ${old_price:.4f}/h "
             f"(needs a saving of {options.min_saving_fraction:.0%} and "
-            f"${options.min_saving_per_hour:.2f}/h"
-            + (
-                f"; spot->spot needs {options.spot_to_spot_min_types} cheaper spot types)"
-                if all_spot
-                else ")"
-            ),
+            f"${options.min_saving_per_hour:.2f}/h{spot_rule})",
         )
     narrowed = _narrow(claim, kept)
     return _Outcome(
@@ -450,6 +487,31 @@ def _saves_enough(old_price: float, new_price: float, options: ConsolidationOpti
         saving > 0
         and saving >= options.min_saving_fraction * old_price
         and saving >= options.min_saving_per_hour
+    )
+
+
+def _cheaper_types(
+    types: Sequence[InstanceType], old_price: float, options: ConsolidationOptions
+) -> tuple[InstanceType, ...]:
+    """The instance types with their offerings that would save enough against ``old_price``."""
+    out = []
+    for instance_type in types:
+        offerings = tuple(
+            o
+            for o in instance_type.offerings
+            if _saves_enough(old_price, o.price_per_hour, options)
+        )
+        if len(offerings) == len(instance_type.offerings):
+            out.append(instance_type)
+        elif offerings:
+            out.append(dataclasses.replace(instance_type, offerings=offerings))
+    return tuple(out)
+
+
+def _more_expensive(old_price: float, options: ConsolidationOptions) -> str:
+    return (
+        f"would cost more: no replacement saves {options.min_saving_fraction:.0%} and "
+        f"${options.min_saving_per_hour:.2f}/h on ${old_price:.4f}/h"
     )
 
 
@@ -527,7 +589,11 @@ def validate(  # noqa: PLR0911 - one exit per way a decision stops holding
         return Validation(busy is None, f"node {busy} is no longer empty" if busy else "")
     if decision.reason is not DisruptionReason.UNDERUTILIZED:
         return Validation(True)
-    if snapshot.pending_pods or any(n.is_in_flight for n in snapshot.other_nodes):
+    if (
+        snapshot.pending_pods
+        or any(n.is_in_flight for n in snapshot.other_nodes)
+        or not all(c.is_initialized for c in snapshot.candidates)
+    ):
         return Validation(False, "scale-up in progress")
     outcome = _consolidate(state, nodes)
     if outcome.decision is None:

@@ -154,8 +154,9 @@ class DisruptionSnapshot:
 
     ``candidates``: daiku's nodes; ``other_nodes``: every other node (and in-flight claims)
     that can take pods; ``disrupting``: names of nodes already being disrupted (they count
-    against budgets and take no pods); ``pending_pods``: pods waiting for capacity (while
-    any wait, consolidation of underutilized nodes is suspended)."""
+    against budgets and take no pods); ``pending_pods``: pods waiting for capacity. While any
+    pod waits, a claim is in flight or a candidate is not initialized yet, consolidation of
+    underutilized nodes is suspended (a scale-up is under way)."""
 
     candidates: tuple[Candidate, ...]
     nodepools: tuple[NodePoolState, ...]

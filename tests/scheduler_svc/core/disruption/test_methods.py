@@ -187,13 +187,14 @@ def test_drift_when_requirements_exclude_the_node() -> None:
 
 
 def consolidating(**kwargs: object) -> NodePoolState:
-    return pool(
-        consolidation_policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
-        consolidate_after_seconds=60.0,
-        budgets=(),
+    settings: dict[str, object] = {
+        "consolidation_policy": ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
+        "consolidate_after_seconds": 60.0,
+        "budgets": (),
         **NO_EXPIRY,
         **kwargs,
-    )
+    }
+    return pool(**settings)
 
 
 def test_multi_node_consolidation_merges_three_nodes_into_one() -> None:
@@ -213,6 +214,19 @@ def test_a_node_whose_pods_fit_elsewhere_is_deleted() -> None:
     small = candidate("small", "c4.large", pods("s", 2), created=0)
     roomy = candidate("roomy", "t3a.2xlarge", pods("r", 2), created=0, last_event=590)
     plan = plan_disruption(snapshot([small, roomy], [consolidating()]), at(600))
+    assert [(d.nodes, d.replacements) for d in plan.decisions] == [(("small",), ())]
+
+
+def test_a_delete_anywhere_comes_before_a_replacement() -> None:
+    """With one node replaceable by a cheaper one and another deletable, the delete is chosen."""
+    big_pods = tuple(CandidatePod(app_pod(f"b-{i}", 1500)) for i in range(2))
+    replaceable = candidate("big", "c4.2xlarge", big_pods, created=0)
+    deletable = candidate("small", "c4.large", pods("s", 3), created=0)
+    roomy = candidate("roomy", "t3a.2xlarge", pods("r", 10), created=0, last_event=590)
+    one_at_a_time = consolidating(budgets=(Budget(nodes=1, percent=None),))
+    state = snapshot([replaceable, deletable, roomy], [one_at_a_time])
+    plan = plan_disruption(state, at(600))
+    assert "big" not in blocked(plan)  # it was replaceable, only not first
     assert [(d.nodes, d.replacements) for d in plan.decisions] == [(("small",), ())]
 
 
@@ -270,6 +284,12 @@ def test_spot_to_spot_needs_fifteen_cheaper_types(types: int, replaced: bool) ->
             "scale-up in progress (1 pod(s) pending",
         ),
         ({"other_nodes": (Node("claim-1", is_in_flight=True),)}, 0, None, "1 claim(s) in flight"),
+        (
+            {"candidates_extra": (candidate("booting", "c4.large", (), is_initialized=False),)},
+            0,
+            None,
+            "1 claim(s) in flight",
+        ),
         ({}, 590, None, "pods changed 10s ago (consolidateAfter 1m)"),
         ({}, 0, 570, "pods changed 30s ago (consolidateAfter 1m)"),
     ],
@@ -283,6 +303,7 @@ def test_no_churn(
         candidate(f"n{i}", "c4.xlarge", pods(f"p{i}", 1), created=created, last_event=last_event)
         for i in range(2)
     ]
+    nodes += kwargs.pop("candidates_extra", ())  # type: ignore[arg-type]
     plan = plan_disruption(snapshot(nodes, [consolidating()], **kwargs), at(600))
     assert plan.decisions == ()
     assert reason in blocked(plan)["n0"]

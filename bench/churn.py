@@ -1,0 +1,383 @@
+"""Churn benchmark: a simulated day of a fluctuating workload, daiku's disruption policy next to
+a naive "remove whatever is removable now" policy.
+
+    uv run python -m bench.churn                      # 24 h in 1-minute steps
+    uv run python -m bench.churn --hours 6 --seed 2   # shorter, another cron phase
+
+Workload: a Deployment ``web`` (500m / 1Gi pods) following a diurnal sinusoid between 8 and
+80 replicas, plus a CronJob every 10 minutes that runs 16 pods of 1 cpu / 2Gi for 3 minutes;
+one DaemonSet pod (50m / 64Mi) on every node. Provisioning is ``solve()`` each step against the
+bundled catalog (c/m/r, generation > 4, amd64, on-demand; loaded once per run). A launched node
+takes its pods at once and runs them one step (60 s) later; the pods of a removed node are
+re-provisioned in the same step (onto room elsewhere or a new node). "pending pod-min" counts
+pod-minutes spent waiting (pending or on a booting node).
+
+Policies (both through ``scheduler_svc.core.disruption``):
+* daiku: WhenEmptyOrUnderutilized, consolidateAfter 5m, budget 10 %, a saving of >= 10 % and
+  $0.01/h, consolidation validated one step (60 s >= the 15 s wait) after it was decided,
+  underutilization suspended while pods are pending or nodes boot.
+* daiku/5: the same with a budget of 5 nodes (10 % of a small cluster is one node, which
+  rules out merging several nodes at once, as in Karpenter).
+* naive: consolidateAfter 0s, budget 100 %, no saving threshold, acted on at once, never
+  suspended for pending pods or booting nodes.
+
+Prints per policy: launches, terminations, evictions, pod-minutes pending, node-hours, cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from scheduler_svc.core import (
+    InstanceType,
+    Node,
+    NodePool,
+    Pod,
+    Resources,
+    SchedulingInput,
+    solve,
+)
+from scheduler_svc.core.disruption import (
+    Budget,
+    Candidate,
+    CandidatePod,
+    ConsolidationOptions,
+    ConsolidationPolicy,
+    DisruptionDecision,
+    DisruptionSettings,
+    DisruptionSnapshot,
+    NodePoolState,
+    plan_disruption,
+    validate,
+)
+
+MIB = 1024**2
+GIB = 1024**3
+STEP_SECONDS = 60
+BOOT_SECONDS = 60  # a launched node runs its pods one step later (EC2 boot + join)
+START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
+DAEMON = Pod("aws-node", namespace="kube-system", containers=(Resources(50, 64 * MIB),))
+
+
+@functools.cache
+def catalog() -> tuple[InstanceType, ...]:
+    """The bundled catalog, narrowed to what the NodePool allows (loaded once per run)."""
+    from daiku.cli.catalog import bundled_catalog_document
+    from daiku.cli.plan import instance_types_from_document
+
+    out = []
+    for t in instance_types_from_document(bundled_catalog_document(), "bundled"):
+        labels = t.labels
+        if labels.get("karpenter.k8s.aws/instance-category") not in ("c", "m", "r"):
+            continue
+        if int(labels.get("karpenter.k8s.aws/instance-generation", "0")) <= 4:
+            continue
+        if labels.get("kubernetes.io/arch") != "amd64":
+            continue
+        on_demand = tuple(o for o in t.offerings if o.capacity_type == "on-demand")
+        if on_demand:
+            out.append(InstanceType(t.name, t.capacity, t.allocatable, t.labels, on_demand))
+    return tuple(out)
+
+
+@dataclass
+class SimPod:
+    pod: Pod
+    owner_kind: str
+    ends_at: float | None = None  # seconds since start (Job pods)
+
+
+@dataclass
+class SimNode:
+    name: str
+    instance_type: InstanceType
+    zone: str
+    price_per_hour: float
+    created_at: float
+    pods: dict[str, SimPod] = field(default_factory=dict)
+    last_event_at: float = 0.0
+    ready_at: float = 0.0
+
+    def labels(self) -> dict[str, str]:
+        return {
+            **self.instance_type.labels,
+            "kubernetes.io/hostname": self.name,
+            "topology.kubernetes.io/zone": self.zone,
+            "karpenter.sh/capacity-type": "on-demand",
+            "daiku.dev/nodepool": "default",
+        }
+
+    def candidate(self, now: float, *, track_readiness: bool) -> Candidate:
+        daemon = CandidatePod(DAEMON, owner_kind="DaemonSet")
+        return Candidate(
+            name=self.name,
+            nodeclaim=self.name,
+            nodepool="default",
+            created_at=START + timedelta(seconds=self.created_at),
+            instance_type=self.instance_type.name,
+            capacity_type="on-demand",
+            zone=self.zone,
+            price_per_hour=self.price_per_hour,
+            allocatable=self.instance_type.allocatable,
+            labels=self.labels(),
+            pods=(daemon, *(CandidatePod(p.pod, p.owner_kind) for p in self.pods.values())),
+            last_pod_event_at=START + timedelta(seconds=self.last_event_at),
+            is_initialized=not track_readiness or now >= self.ready_at,
+        )
+
+
+@dataclass
+class Figures:
+    launches: int = 0
+    terminations: int = 0
+    evictions: int = 0
+    pending_pod_minutes: int = 0
+    node_hours: float = 0.0
+    cost: float = 0.0
+    peak_nodes: int = 0
+    decisions: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    settings: DisruptionSettings
+    options: ConsolidationOptions
+    validates: bool
+    suspends_for_pending: bool
+
+
+def daiku_policy(name: str, budget: Budget) -> Policy:
+    """daiku's defaults with consolidateAfter 5m and ``budget``."""
+    return Policy(
+        name,
+        DisruptionSettings(
+            ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, 300.0, None, None, (budget,)
+        ),
+        ConsolidationOptions(),
+        validates=True,
+        suspends_for_pending=True,
+    )
+
+
+DAIKU = daiku_policy("daiku", Budget(percent=10))
+DAIKU_5 = daiku_policy("daiku/5", Budget(nodes=5, percent=None))
+NAIVE = Policy(
+    "naive",
+    DisruptionSettings(
+        ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, 0.0, None, None, (Budget(percent=100),)
+    ),
+    ConsolidationOptions(min_saving_fraction=0.0, min_saving_per_hour=0.0),
+    validates=False,
+    suspends_for_pending=False,
+)
+
+
+def web_replicas(seconds: float) -> int:
+    """Diurnal: 8 replicas at 03:00, 80 at 15:00."""
+    phase = (seconds / 86400.0 - 0.375) * 2 * math.pi
+    return round(44 - 36 * math.cos(phase))
+
+
+class Simulation:
+    def __init__(self, policy: Policy, seed: int) -> None:
+        self.policy = policy
+        self.nodes: dict[str, SimNode] = {}
+        self.pending: dict[str, SimPod] = {}
+        self.web_serial = 0
+        self.job_serial = 0
+        self.node_serial = 0
+        self.cron_offset = (seed * 137) % 600
+        self.figures = Figures()
+        self.awaiting: list[DisruptionDecision] = []
+        self.pool = NodePool("default")
+
+    # -- workload --------------------------------------------------------------------------
+
+    def web_pods(self) -> list[tuple[str | None, str, float]]:
+        """(node or None if pending, key, created-at order) of every web pod."""
+        out: list[tuple[str | None, str, float]] = []
+        for node in self.nodes.values():
+            out += [(node.name, k, 0.0) for k, p in node.pods.items() if p.owner_kind != "Job"]
+        out += [(None, k, 0.0) for k, p in self.pending.items() if p.owner_kind != "Job"]
+        return out
+
+    def scale(self, now: float) -> None:
+        want = web_replicas(now)
+        current = self.web_pods()
+        if want > len(current):
+            for _ in range(want - len(current)):
+                self.web_serial += 1
+                pod = Pod(
+                    f"web-{self.web_serial}",
+                    labels={"app": "web"},
+                    containers=(Resources(500, GIB),),
+                )
+                self.pending[pod.key] = SimPod(pod, "ReplicaSet")
+        else:
+            # A ReplicaSet removes pending pods first, then the newest.
+            doomed = sorted(current, key=lambda c: (c[0] is not None, -int(c[1].split("-")[-1])))
+            for node_name, key, _ in doomed[: len(current) - want]:
+                if node_name is None:
+                    del self.pending[key]
+                else:
+                    node = self.nodes[node_name]
+                    del node.pods[key]
+                    node.last_event_at = now
+        if int(now - self.cron_offset) % 600 == 0:
+            for _ in range(16):
+                self.job_serial += 1
+                pod = Pod(
+                    f"job-{self.job_serial}",
+                    labels={"app": "job"},
+                    containers=(Resources(1000, 2 * GIB),),
+                )
+                self.pending[pod.key] = SimPod(pod, "Job", ends_at=now + 180)
+        for node in self.nodes.values():
+            done = [k for k, p in node.pods.items() if p.ends_at is not None and p.ends_at <= now]
+            for key in done:
+                del node.pods[key]
+                node.last_event_at = now
+
+    # -- provisioning ----------------------------------------------------------------------
+
+    def core_nodes(self) -> tuple[Node, ...]:
+        return tuple(
+            Node(
+                n.name,
+                labels=n.labels(),
+                allocatable=n.instance_type.allocatable,
+                pods=(DAEMON, *(p.pod for p in n.pods.values())),
+            )
+            for n in self.nodes.values()
+        )
+
+    def provision(self, now: float) -> None:
+        if not self.pending:
+            return
+        result = solve(
+            SchedulingInput(
+                pods=tuple(p.pod for p in self.pending.values()),
+                nodepools=(self.pool,),
+                instance_types=catalog(),
+                nodes=self.core_nodes(),
+                daemonsets=(DAEMON,),
+            )
+        )
+        for placement in result.existing_placements:
+            node = self.nodes[placement.node]
+            for key in placement.pods:
+                node.pods[key] = self.pending.pop(key)
+            node.last_event_at = now
+        types = {t.name: t for t in catalog()}
+        for claim in result.new_claims:
+            self.node_serial += 1
+            choice = claim.offerings[0]
+            node = SimNode(
+                f"node-{self.node_serial}",
+                types[choice.instance_type],
+                choice.zone,
+                choice.price_per_hour,
+                created_at=now,
+                last_event_at=now,
+                ready_at=now + BOOT_SECONDS,
+            )
+            for key in claim.pods:
+                node.pods[key] = self.pending.pop(key)
+            self.nodes[node.name] = node
+            self.figures.launches += 1
+
+    # -- disruption ------------------------------------------------------------------------
+
+    def snapshot(self, now: float) -> DisruptionSnapshot:
+        pending = tuple(p.pod for p in self.pending.values())
+        track = self.policy.suspends_for_pending
+        return DisruptionSnapshot(
+            candidates=tuple(n.candidate(now, track_readiness=track) for n in self.nodes.values()),
+            nodepools=(NodePoolState(self.pool, self.policy.settings),),
+            instance_types=catalog(),
+            daemonsets=(DAEMON,),
+            pending_pods=pending if self.policy.suspends_for_pending else (),
+        )
+
+    def act(self, decision: DisruptionDecision, now: float) -> None:
+        reason = decision.reason.value
+        self.figures.decisions[reason] = self.figures.decisions.get(reason, 0) + 1
+        for name in decision.nodes:
+            node = self.nodes.pop(name)
+            self.figures.terminations += 1
+            self.figures.evictions += len(node.pods)
+            self.pending.update(node.pods)
+        self.provision(now)
+
+    def disrupt(self, now: float) -> None:
+        moment = START + timedelta(seconds=now)
+        awaiting, self.awaiting = self.awaiting, []
+        for decision in awaiting:
+            if (
+                all(n in self.nodes for n in decision.nodes)
+                and validate(decision, self.snapshot(now), moment, self.policy.options).is_valid
+            ):
+                self.act(decision, now)
+        plan = plan_disruption(self.snapshot(now), moment, self.policy.options)
+        for decision in plan.decisions:
+            if decision.needs_validation and self.policy.validates:
+                self.awaiting.append(decision)
+            elif all(n in self.nodes for n in decision.nodes):
+                self.act(decision, now)
+
+    # -- the day ---------------------------------------------------------------------------
+
+    def step(self, now: float) -> None:
+        self.scale(now)
+        self.provision(now)
+        self.disrupt(now)
+        hours = STEP_SECONDS / 3600
+        # Pods wait while pending and while their node boots.
+        booting = sum(len(n.pods) for n in self.nodes.values() if n.ready_at > now)
+        self.figures.pending_pod_minutes += (len(self.pending) + booting) * STEP_SECONDS // 60
+        self.figures.node_hours += len(self.nodes) * hours
+        self.figures.cost += sum(n.price_per_hour for n in self.nodes.values()) * hours
+        self.figures.peak_nodes = max(self.figures.peak_nodes, len(self.nodes))
+
+
+def run(policy: Policy, hours: float, seed: int) -> tuple[Figures, float]:
+    sim = Simulation(policy, seed)
+    started = time.perf_counter()
+    for step in range(int(hours * 3600 / STEP_SECONDS)):
+        sim.step(float(step * STEP_SECONDS))
+    return sim.figures, time.perf_counter() - started
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    print(f"catalog: {len(catalog())} on-demand instance types (c/m/r, gen > 4, amd64)")
+    print(
+        f"{'policy':<7} {'launches':>8} {'terminated':>10} {'evictions':>9} "
+        f"{'pending pod-min':>15} {'peak nodes':>10} {'node-hours':>10} {'cost $':>8} "
+        f"{'sim s':>6}  decisions"
+    )
+    for policy in (DAIKU, DAIKU_5, NAIVE):
+        figures, seconds = run(policy, args.hours, args.seed)
+        decisions = ", ".join(f"{k} {v}" for k, v in sorted(figures.decisions.items()))
+        print(
+            f"{policy.name:<7} {figures.launches:>8} {figures.terminations:>10} "
+            f"{figures.evictions:>9} {figures.pending_pod_minutes:>15} {figures.peak_nodes:>10} "
+            f"{figures.node_hours:>10.1f} {figures.cost:>8.2f} {seconds:>6.1f}  {decisions}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
