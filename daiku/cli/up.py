@@ -187,20 +187,31 @@ class UpRun:
         self._observer_task = asyncio.create_task(self.observer.run())
 
     async def _play(self) -> None:
+        """The steps, the final wait, and with --keep-running the wait for Ctrl-C (also after a
+        failure, so that the cluster can be inspected; the failure still sets the status)."""
         assert self.kube is not None
         assert self.observer is not None
         assert self.stack is not None
         scenario = self.options.scenario
         self.say(f"running the {scenario.name} scenario ({len(scenario.steps)} steps)")
-        await run_steps(scenario, self.kube, self.observer)
-        if self.options.exit_when_settled:
-            self.say("last step done; waiting until settled")
-            await self.observer.wait_until_settled(
-                time.monotonic(), self.options.settle_timeout_seconds
-            )
+        failure: ScenarioFailedError | None = None
+        try:
+            await run_steps(scenario, self.kube, self.observer)
+            if self.options.exit_when_settled:
+                self.say("last step done; waiting until settled")
+                await self.observer.wait_until_settled(
+                    time.monotonic(), self.options.settle_timeout_seconds
+                )
+        except ScenarioFailedError as error:
+            if not self.options.keep_running:
+                raise
+            self.say(f"FAILED: {error}")
+            failure = error
         if self.options.keep_running:
             _print_keep_running(self.stack, self.say)
             await _wait_while_alive(self.stack)
+        if failure is not None:
+            raise failure
 
     async def _finish(self, *, final_poll: bool) -> None:
         if self._observer_task is not None:
@@ -268,14 +279,20 @@ def up(  # noqa: PLR0917 - Typer maps each command-line option to one parameter
     ] = None,
     exit_when_settled: Annotated[
         bool,
-        typer.Option(help="after the last step, wait until settled (fail if it does not)"),
+        typer.Option(
+            "--exit-when-settled",
+            help="after the last step, wait until settled (fail if it does not)",
+        ),
     ] = False,
     report: Annotated[
         Path | None, typer.Option(help="write a JSON report of the run to this file")
     ] = None,
     keep_running: Annotated[
         bool,
-        typer.Option(help="leave the stack up after the scenario (kubectl works against it)"),
+        typer.Option(
+            "--keep-running",
+            help="leave the stack up after the scenario (kubectl works against it)",
+        ),
     ] = False,
     boot_seconds: Annotated[
         float, typer.Option(help="simulated instance boot time (node NotReady -> Ready)")
@@ -290,7 +307,8 @@ def up(  # noqa: PLR0917 - Typer maps each command-line option to one parameter
     without_scheduler: Annotated[
         bool,
         typer.Option(
-            help="start everything but the scheduler (to drive the stack with another one)"
+            "--without-scheduler",
+            help="start everything but the scheduler (to drive the stack with another one)",
         ),
     ] = False,
 ) -> None:
@@ -301,7 +319,7 @@ def up(  # noqa: PLR0917 - Typer maps each command-line option to one parameter
     except ScenarioError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(EXIT_BAD_SCENARIO) from error
-    directory = work_dir or Path(tempfile.mkdtemp(prefix="daiku-up-"))
+    directory = (work_dir or Path(tempfile.mkdtemp(prefix="daiku-up-"))).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     options = UpOptions(
         scenario=loaded,
