@@ -103,6 +103,7 @@ class Observer:
 
     async def run(self) -> None:
         while True:
+            began = time.monotonic()
             try:
                 await self.poll_once()
                 self.failures = 0
@@ -110,7 +111,9 @@ class Observer:
                 # The API server may be busy or restarting; the next poll tries again.
                 self.failures += 1
                 log.warning("observe_failed", error=str(error), failures=self.failures)
-            await asyncio.sleep(self.poll_seconds)
+            # With thousands of pods a poll takes a while: never spend more than half of the
+            # API server's time on watching it.
+            await asyncio.sleep(max(self.poll_seconds, time.monotonic() - began))
 
     async def wait_until_settled(self, since_monotonic: float, timeout_seconds: float) -> None:
         """Return once a snapshot taken after `since_monotonic` is settled; ScenarioFailedError
