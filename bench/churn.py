@@ -12,14 +12,17 @@ takes its pods at once and runs them one step (60 s) later; the pods of a remove
 re-provisioned in the same step (onto room elsewhere or a new node). "pending pod-min" counts
 pod-minutes spent waiting (pending or on a booting node).
 
-Policies (both through ``scheduler_svc.core.disruption``):
-* daiku: WhenEmptyOrUnderutilized, consolidateAfter 5m, budget 10 %, a saving of >= 10 % and
-  $0.01/h, consolidation validated one step (60 s >= the 15 s wait) after it was decided,
-  underutilization suspended while pods are pending or nodes boot.
-* daiku/5: the same with a budget of 5 nodes (10 % of a small cluster is one node, which
-  rules out merging several nodes at once, as in Karpenter).
+Policies (all through ``scheduler_svc.core.disruption``):
+* daiku: the NodePool defaults (WhenEmptyOrUnderutilized, consolidateAfter 0s, budget 10 %)
+  with daiku's consolidation: a saving of >= 10 % and $0.01/h, validated one step (60 s >= the
+  15 s wait) after it was decided, suspended while pods are pending or nodes boot.
+* daiku b100%: the same with a budget of 100 % (10 % of a small cluster is one or two nodes,
+  which rules out merging several nodes at once, as in Karpenter).
+* daiku ca5m: the defaults with consolidateAfter 5m (shorter than the cron period: the burst
+  nodes are kept a while, then taken away just before the next burst).
 * naive: consolidateAfter 0s, budget 100 %, no saving threshold, acted on at once, never
-  suspended for pending pods or booting nodes.
+  suspended for pending pods or booting nodes, and passes repeated within a step while
+  anything is removable (up to 20).
 
 Prints per policy: launches, terminations, evictions, pod-minutes pending, node-hours, cost.
 """
@@ -151,14 +154,20 @@ class Policy:
     options: ConsolidationOptions
     validates: bool
     suspends_for_pending: bool
+    passes_per_step: int = 1
 
 
-def daiku_policy(name: str, budget: Budget) -> Policy:
-    """daiku's defaults with consolidateAfter 5m and ``budget``."""
+def daiku_policy(name: str, consolidate_after_seconds: float, budget: Budget) -> Policy:
+    """daiku's consolidation (threshold, validation, no fighting a scale-up) with
+    ``consolidate_after_seconds`` and ``budget``."""
     return Policy(
         name,
         DisruptionSettings(
-            ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, 300.0, None, None, (budget,)
+            ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
+            consolidate_after_seconds,
+            None,
+            None,
+            (budget,),
         ),
         ConsolidationOptions(),
         validates=True,
@@ -166,8 +175,11 @@ def daiku_policy(name: str, budget: Budget) -> Policy:
     )
 
 
-DAIKU = daiku_policy("daiku", Budget(percent=10))
-DAIKU_5 = daiku_policy("daiku/5", Budget(nodes=5, percent=None))
+POLICIES = (
+    daiku_policy("daiku", 0.0, Budget(percent=10)),
+    daiku_policy("daiku b100%", 0.0, Budget(percent=100)),
+    daiku_policy("daiku ca5m", 300.0, Budget(percent=10)),
+)
 NAIVE = Policy(
     "naive",
     DisruptionSettings(
@@ -176,6 +188,7 @@ NAIVE = Policy(
     ConsolidationOptions(min_saving_fraction=0.0, min_saving_per_hour=0.0),
     validates=False,
     suspends_for_pending=False,
+    passes_per_step=20,
 )
 
 
@@ -193,7 +206,7 @@ class Simulation:
         self.web_serial = 0
         self.job_serial = 0
         self.node_serial = 0
-        self.cron_offset = (seed * 137) % 600
+        self.cron_offset = (seed * 7 * STEP_SECONDS) % 600  # a whole number of steps
         self.figures = Figures()
         self.awaiting: list[DisruptionDecision] = []
         self.pool = NodePool("default")
@@ -325,12 +338,16 @@ class Simulation:
                 and validate(decision, self.snapshot(now), moment, self.policy.options).is_valid
             ):
                 self.act(decision, now)
-        plan = plan_disruption(self.snapshot(now), moment, self.policy.options)
-        for decision in plan.decisions:
-            if decision.needs_validation and self.policy.validates:
-                self.awaiting.append(decision)
-            elif all(n in self.nodes for n in decision.nodes):
-                self.act(decision, now)
+        # daiku acts on one pass per step; naive passes again while anything is removable.
+        for _ in range(self.policy.passes_per_step):
+            plan = plan_disruption(self.snapshot(now), moment, self.policy.options)
+            for decision in plan.decisions:
+                if decision.needs_validation and self.policy.validates:
+                    self.awaiting.append(decision)
+                elif all(n in self.nodes for n in decision.nodes):
+                    self.act(decision, now)
+            if not plan.decisions or self.policy.validates:
+                break
 
     # -- the day ---------------------------------------------------------------------------
 
@@ -364,15 +381,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print(f"catalog: {len(catalog())} on-demand instance types (c/m/r, gen > 4, amd64)")
     print(
-        f"{'policy':<7} {'launches':>8} {'terminated':>10} {'evictions':>9} "
+        f"{'policy':<12} {'launches':>8} {'terminated':>10} {'evictions':>9} "
         f"{'pending pod-min':>15} {'peak nodes':>10} {'node-hours':>10} {'cost $':>8} "
         f"{'sim s':>6}  decisions"
     )
-    for policy in (DAIKU, DAIKU_5, NAIVE):
+    for policy in (*POLICIES, NAIVE):
         figures, seconds = run(policy, args.hours, args.seed)
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(figures.decisions.items()))
         print(
-            f"{policy.name:<7} {figures.launches:>8} {figures.terminations:>10} "
+            f"{policy.name:<12} {figures.launches:>8} {figures.terminations:>10} "
             f"{figures.evictions:>9} {figures.pending_pod_minutes:>15} {figures.peak_nodes:>10} "
             f"{figures.node_hours:>10.1f} {figures.cost:>8.2f} {seconds:>6.1f}  {decisions}",
             flush=True,
