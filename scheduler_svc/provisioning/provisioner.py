@@ -55,7 +55,7 @@ from scheduler_svc.kube.resources import (
 )
 from scheduler_svc.kube.writer import KubeWriter, parse_timestamp, utc_now
 from scheduler_svc.metrics import SchedulerMetrics
-from scheduler_svc.provisioning.batcher import Batcher
+from scheduler_svc.provisioning.batcher import Batcher, BatchWindow
 from scheduler_svc.provisioning.catalog import CatalogKey, InstanceTypeCatalog, catalog_key
 from scheduler_svc.provisioning.launch import ClaimLauncher, LaunchOutcome, LaunchResult
 from scheduler_svc.provisioning.nodeclaim_template import new_nodeclaim_name, nodeclaim_from_plan
@@ -81,6 +81,7 @@ class RoundResult:
     unschedulable: tuple[UnschedulablePod, ...] = ()
     invalid: list[str] = field(default_factory=list)
     solve_seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds it took
     first_launch_sent_at: float | None = None  # loop time
     last_launch_sent_at: float | None = None
 
@@ -147,6 +148,8 @@ class Provisioner:
         self._event_tasks: set[asyncio.Task[None]] = set()
         self._event_slots = asyncio.Semaphore(_EVENT_CONCURRENCY)
         self.rounds = 0
+        self.last_round: RoundResult | None = None
+        self.last_window: BatchWindow | None = None
         metrics.track_pending_pods(self.provisionable_pod_count)
 
     # -- triggers ---------------------------------------------------------------------------
@@ -189,15 +192,26 @@ class Provisioner:
         """Provision each batch as it closes, forever; a failed round is logged, not fatal."""
         if self.provisionable_pod_count():
             self.batcher.trigger()  # pods pending from before we started (or led)
+        await self._warm_catalog()
         while True:
             window = await self.batcher.wait()
+            self.last_window = window
             self._metrics.batch_window_seconds.observe(window.duration_seconds)
             try:
-                await self.provision_once()
+                self.last_round = await self.provision_once()
             except Exception:
                 log.exception("provisioning_round_failed")
                 await asyncio.sleep(1.0)
                 self.batcher.trigger()
+
+    async def _warm_catalog(self) -> None:
+        """Fetch the instance types of every EC2NodeClass now, so the first batch does not
+        wait for ListInstanceTypes (best effort: a failure is retried by the first round)."""
+        for node_class in list(self._mirror.objects(EC2_NODE_CLASSES).values()):
+            try:
+                await self._catalog.instance_types(node_class)
+            except (ActuatorError, InvalidObjectError) as error:
+                log.info("catalog_warm_failed", error=str(error))
 
     async def close(self) -> None:
         """Wait briefly for the events being sent, then cancel what is left."""
@@ -213,11 +227,13 @@ class Provisioner:
         result = RoundResult()
         started = self._clock()
         snapshot = self._snapshotter.snapshot(pod_filter=is_provisionable_pod)
+        result.timings["snapshot"] = self._clock() - started
         result.pending_pods = len(snapshot.pending_pods)
         pools = await self._valid_pools(snapshot.nodepools, snapshot.invalid, result)
         if not snapshot.pending_pods:
             return result
-        plans, placements, unschedulable = await self._solve(snapshot, pools)
+        result.timings["validate"] = self._clock() - started - result.timings["snapshot"]
+        plans, placements, unschedulable = await self._solve(snapshot, pools, result)
         result.unschedulable = tuple(unschedulable.values())
         result.solve_seconds = self._clock() - started
         self._metrics.scheduling_seconds.observe(result.solve_seconds)
@@ -240,7 +256,7 @@ class Provisioner:
         return result
 
     async def _solve(
-        self, snapshot: CoreSnapshot, pools: list[_ValidPool]
+        self, snapshot: CoreSnapshot, pools: list[_ValidPool], result: RoundResult
     ) -> tuple[list[NodeClaimPlan], dict[str, str], dict[str, UnschedulablePod]]:
         """Solve per catalog group, highest weight first; pods one group cannot place go to
         the next. Returns the plans, pods placed on in-flight claims, and the unschedulable."""
@@ -262,7 +278,9 @@ class Provisioner:
             if not remaining:
                 break
             try:
+                fetch_started = self._clock()
                 instance_types = await self._catalog.instance_types(group[0].node_class)
+                result.timings["catalog"] = self._clock() - fetch_started
             except ActuatorError as error:
                 log.warning("instance_types_unavailable", error=str(error))
                 for pod in remaining:
@@ -270,6 +288,7 @@ class Provisioner:
                         pod.key, f"instance types unavailable: {error.message}"
                     )
                 continue
+            solve_started = self._clock()
             solved = solve(
                 SchedulingInput(
                     pods=tuple(remaining),
@@ -280,6 +299,7 @@ class Provisioner:
                     unavailable_offerings=unavailable,
                 )
             )
+            result.timings["solve"] = self._clock() - solve_started
             plans.extend(solved.new_claims)
             for placement in solved.existing_placements:
                 if placement.node in in_flight:
