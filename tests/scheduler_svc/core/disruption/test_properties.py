@@ -1,7 +1,10 @@
 """Properties of any disruption pass: it never breaks a budget or a PDB, never takes a node
-holding a do-not-disrupt pod, and every consolidation replacement is strictly cheaper."""
+holding a do-not-disrupt pod, every consolidation replacement is strictly cheaper, and every
+consolidation holds when validated against the snapshot it came from."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +20,7 @@ from scheduler_svc.core.disruption import (
     DisruptionSnapshot,
     PodDisruptionBudget,
     plan_disruption,
+    validate,
 )
 from tests.scheduler_svc.core.disruption.builders import (
     CATALOG,
@@ -86,7 +90,7 @@ def clusters(draw: st.DrawFn) -> DisruptionSnapshot:
     return snapshot(nodes, [nodepool], pdbs=pdbs, disrupting=disrupting)
 
 
-def check(state: DisruptionSnapshot, plan: DisruptionPlan) -> None:
+def check(state: DisruptionSnapshot, plan: DisruptionPlan, now: datetime) -> None:
     taken = [n for d in plan.decisions for n in d.nodes]
     assert len(taken) == len(set(taken)), "a node is decided twice"
     assert not set(taken) & state.disrupting
@@ -111,6 +115,7 @@ def check(state: DisruptionSnapshot, plan: DisruptionPlan) -> None:
                 for pdb in state.pdbs:
                     assert not (pdb.covers(pod.pod) and pdb.disruptions_allowed == 0), "broke a PDB"
         if decision.reason is DisruptionReason.UNDERUTILIZED:
+            assert validate(decision, state, now).is_valid, "does not hold on its own snapshot"
             assert decision.new_price_per_hour < decision.old_price_per_hour
             for claim in decision.replacements:
                 assert all(o.price_per_hour < decision.old_price_per_hour for o in claim.offerings)
@@ -119,5 +124,6 @@ def check(state: DisruptionSnapshot, plan: DisruptionPlan) -> None:
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.sampled_from([60, 3700]))
 def test_a_pass_keeps_every_promise(state: DisruptionSnapshot, seconds: int) -> None:
-    """No decision breaks a budget or a PDB, takes a do-not-disrupt pod, or costs more."""
-    check(state, plan_disruption(state, at(seconds)))
+    """No decision breaks a budget or a PDB, takes a do-not-disrupt pod, costs more, or fails
+    validation on an unchanged snapshot."""
+    check(state, plan_disruption(state, at(seconds)), at(seconds))

@@ -71,3 +71,21 @@ def test_seed_000_timeline() -> None:
     assert plan_disruption(seed_snapshot(node3), at(3029)).decisions == ()
     gone = plan_disruption(seed_snapshot(node3), at(3030))
     assert [(d.reason, d.nodes) for d in gone.decisions] == [(DisruptionReason.EMPTY, ("node3",))]
+
+
+def test_at_zero_replicas_every_node_goes_within_the_default_budget() -> None:
+    """Two empty nodes at 0 replicas both go 30 s after their last pod, one per pass as the
+    default budget (10 % of 2, rounded up: 1) allows."""
+    nodes = [
+        candidate(f"node{i}", "c4.xlarge", (DAEMON,), created=0, last_event=3000) for i in (3, 4)
+    ]
+    first = plan_disruption(seed_snapshot(*nodes), at(3030))
+    assert [(d.reason, d.nodes) for d in first.decisions] == [(DisruptionReason.EMPTY, ("node3",))]
+    assert first.blocked[0].message.startswith("budget nodes: 10% of NodePool default allows 0")
+    # node3 is being terminated, then gone.
+    draining = snapshot(
+        nodes, [SEED_POOL], other_nodes=(SYSTEM_NODE,), disrupting=frozenset({"node3"})
+    )
+    assert plan_disruption(draining, at(3035)).decisions == ()
+    second = plan_disruption(seed_snapshot(nodes[1]), at(3040))
+    assert [(d.reason, d.nodes) for d in second.decisions] == [(DisruptionReason.EMPTY, ("node4",))]
