@@ -188,7 +188,11 @@ def plan_disruption(
     now: datetime,
     options: ConsolidationOptions | None = None,
 ) -> DisruptionPlan:
-    """One pass (see the module docstring): decisions to act on, blocked nodes with why."""
+    """One pass (see the module docstring): decisions to act on, blocked nodes with why.
+
+    ``now`` is timezone-aware (budget schedules are UTC crons); ValueError otherwise."""
+    if now.tzinfo is None:
+        raise ValueError("plan_disruption: now must be timezone-aware (UTC), got a naive datetime")
     state = _Pass(snapshot, now, options or ConsolidationOptions())
     eligible = [
         c for c in snapshot.candidates if c.name not in snapshot.disrupting and c.is_initialized

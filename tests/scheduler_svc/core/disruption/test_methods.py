@@ -370,3 +370,9 @@ def test_explain_node_says_why() -> None:
     assert gone.is_going_away
     assert gone.verdict.startswith("going away: Empty: no pods for 8m20s")
     assert explain_node(state, "other", at(600)).verdict == "stays: not a node daiku launched"
+
+
+def test_a_naive_now_is_refused() -> None:
+    """A pass at a naive datetime fails loudly instead of comparing it with UTC schedules."""
+    with pytest.raises(ValueError, match="now must be timezone-aware"):
+        plan_disruption(snapshot([]), at(0).replace(tzinfo=None))
