@@ -121,7 +121,7 @@ def check(state: DisruptionSnapshot, plan: DisruptionPlan, now: datetime) -> Non
                 assert all(o.price_per_hour < decision.old_price_per_hour for o in claim.offerings)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.sampled_from([60, 3700]))
 def test_a_pass_keeps_every_promise(state: DisruptionSnapshot, seconds: int) -> None:
     """No decision breaks a budget or a PDB, takes a do-not-disrupt pod, costs more, or fails
