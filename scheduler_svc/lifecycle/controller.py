@@ -69,6 +69,9 @@ class LifecycleSettings:
     orphan_age_seconds: float = 30.0
     gc_interval_seconds: float = 10.0
     tick_seconds: float = 5.0
+    # Changes arriving closer together than this are handled in one pass (node heartbeats of a
+    # thousand nodes must not make the controller rescan on every single one).
+    min_interval_seconds: float = 0.05
 
 
 def _metadata(obj: KubeObject) -> dict[str, Any]:
@@ -131,6 +134,7 @@ class LifecycleController:
             self._wake.clear()
             try:
                 await self.reconcile_all()
+                await asyncio.sleep(self.settings.min_interval_seconds)
                 if loop.time() >= next_gc:
                     next_gc = loop.time() + self.settings.gc_interval_seconds
                     await self.collect_garbage()
