@@ -168,3 +168,33 @@ async def test_a_restarted_scheduler_launches_the_claim_left_unlaunched_without_
     after = await stack.objects("nodeclaims")
     assert [c["metadata"]["name"] for c in after] == [claims[0]["metadata"]["name"]]
     assert len(stack.running_instances()) == 1
+
+
+async def test_pods_pending_while_a_node_boots_go_to_that_node_not_a_new_claim(
+    stack: Stack,
+) -> None:
+    """A pod that turns pending while the node of an uninitialized claim is still NotReady (and
+    tainted as starting) is counted on that node: no second NodeClaim is launched."""
+    kubelets = stack.cloud.control_plane.kubelets if stack.cloud.control_plane else None
+    assert kubelets is not None
+    kubelets.boot_seconds = 3.0
+    try:
+        await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+        await stack.start_scheduler()
+        await stack.create_pods(1, cpu="250m", memory="256Mi", prefix="first")
+
+        async def registered_not_ready() -> bool:
+            claims = await stack.objects("nodeclaims")
+            return bool(claims) and conditions(claims[0]).get("Registered") == "True"
+
+        await until(registered_not_ready, timeout_seconds=15)
+        [claim] = await stack.objects("nodeclaims")
+        assert conditions(claim).get("Initialized") != "True"
+        await stack.create_pods(1, cpu="250m", memory="256Mi", prefix="second")
+        await until(lambda: _equals(running_pods(stack), 2), timeout_seconds=30)
+        assert [c["metadata"]["name"] for c in await stack.objects("nodeclaims")] == [
+            claim["metadata"]["name"]
+        ]
+        assert len(stack.running_instances()) == 1
+    finally:
+        kubelets.boot_seconds = 0.0
