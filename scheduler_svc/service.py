@@ -48,7 +48,9 @@ class ServiceOptions:
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     wall_clock: Callable[[], datetime] = utc_now  # the lifecycle's timeouts read it
     watch: WatchSettings | None = None
-    host: str = "127.0.0.1"
+    # Where /healthz, /readyz and /metrics listen; None: every interface in a pod (probes and
+    # Prometheus come from outside), loopback when run locally with a kubeconfig.
+    host: str | None = None
 
 
 class SchedulerService:
@@ -74,6 +76,11 @@ class SchedulerService:
         self._leading = False
         self._api: client.ApiClient | None = None
         self._actuator: ActuatorClient | None = None
+
+    def _host(self) -> str:
+        if self.options.host is not None:
+            return self.options.host
+        return "0.0.0.0" if self.settings.in_cluster else "127.0.0.1"  # noqa: S104 - see above
 
     @property
     def is_leading(self) -> bool:
@@ -116,21 +123,23 @@ class SchedulerService:
             self._actuator = ActuatorClient.connect(
                 settings.actuator_address, token=settings.resolved_actuator_token(), tls=tls
             )
-            if settings.health_port or settings.health_port == 0:
+            # Port 0 turns an endpoint off (settings' contract).
+            if settings.health_port:
                 health = HttpEndpoint(
-                    health_app(self._readiness), host=self.options.host, port=settings.health_port
+                    health_app(self._readiness), host=self._host(), port=settings.health_port
                 )
                 await health.start()
                 endpoints.append(health)
                 self.health_port = health.port
-            metrics_endpoint = HttpEndpoint(
-                metrics_app(self.metrics.registry),
-                host=self.options.host,
-                port=settings.metrics_port,
-            )
-            await metrics_endpoint.start()
-            endpoints.append(metrics_endpoint)
-            self.metrics_port = metrics_endpoint.port
+            if settings.metrics_port:
+                metrics_endpoint = HttpEndpoint(
+                    metrics_app(self.metrics.registry),
+                    host=self._host(),
+                    port=settings.metrics_port,
+                )
+                await metrics_endpoint.start()
+                endpoints.append(metrics_endpoint)
+                self.metrics_port = metrics_endpoint.port
             self._build(self._api, self._actuator)
             self.mirror.add_listener(self._on_change)
             watches = self.mirror.watches(self._api, settings=self.options.watch)

@@ -206,7 +206,7 @@ class LifecycleController:
                 self._spawn(name, self._expire(name, "registration timed out"))
             return
         if node is not None and not is_condition_true(claim, "Initialized"):
-            startup_keys = {t.get("key") for t in _taints(claim) if False} | {
+            startup_keys = {
                 t.get("key")
                 for t in (claim.get("spec") or {}).get("startupTaints") or []
                 if isinstance(t, dict)

@@ -9,6 +9,7 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,14 @@ from scheduler_svc.settings import SchedulerSettings
 ROOT = Path(__file__).parents[2]
 CRDS = ROOT / "deploy" / "crds"
 DEMO = ROOT / "deploy" / "examples" / "demo"
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (the scheduler's settings read 0 as "off")."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 async def until(check: Callable[[], Awaitable[Any] | Any], timeout_seconds: float = 15.0) -> Any:
@@ -81,8 +90,8 @@ class Stack:
             "cluster_name": self.cloud.cluster_name,
             "batch_idle_seconds": 0.1,
             "batch_max_seconds": 1.0,
-            "health_port": 0,
-            "metrics_port": 0,
+            "health_port": free_port(),
+            "metrics_port": free_port(),
             "leader_elect": False,
             "log_format": "json",
         }

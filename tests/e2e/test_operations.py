@@ -18,7 +18,7 @@ from scheduler_svc.kube.convert import node_class_proto_from_k8s
 from scheduler_svc.kube.writer import utc_now
 from scheduler_svc.lifecycle.controller import LifecycleSettings
 from scheduler_svc.provisioning.nodeclaim_template import launch_request_of
-from tests.e2e.conftest import Stack, until
+from tests.e2e.conftest import Stack, free_port, until
 from tests.scheduler_svc.state.test_mirror_on_kube_api import CuttableProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
@@ -277,7 +277,7 @@ async def test_python_m_scheduler_svc_prints_ready_and_stops_on_sigterm(stack: S
         "--health-port",
         "0",
         "--metrics-port",
-        "0",
+        str(free_port()),
         "--leader-election-namespace",
         "default",
         stdout=asyncio.subprocess.PIPE,
@@ -289,6 +289,7 @@ async def test_python_m_scheduler_svc_prints_ready_and_stops_on_sigterm(stack: S
         line = (await asyncio.wait_for(process.stdout.readline(), timeout=30)).decode()
         assert "ready" in line
         assert "role=leader" in line
+        assert "health_port=0" in line  # 0: off
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), timeout=20) == 0
     finally:
