@@ -4,6 +4,7 @@ and running pods (issue 5), and the scheduler's memory with a large cluster.
     uv run python bench/reaction.py                    # N = 1, 100, 1000 (a fresh stack each)
     uv run python bench/reaction.py --pods 1 100       # chosen sizes
     uv run python bench/reaction.py --rss              # 10,000 pods on ~1,000 nodes: scheduler RSS
+                                                       # (prints RSS every 30 s while it grows)
 
 The stack is what `daiku up` runs (localcloud, actuator, scheduler as separate processes on
 loopback, scheduler defaults: batch idle 1 s / max 10 s), boot delay 0. For each N, a Deployment
@@ -307,11 +308,22 @@ async def rss(keep_logs: Path, pods: int, instance_type: str, cpu: str) -> None:
         await kube.scale_deployment("default", "big", pods)
         peak = 0.0
         deadline = time.monotonic() + 900
+        next_report = time.monotonic() + 30
         while time.monotonic() < deadline:
             peak = max(peak, rss_megabytes(pid))
-            listing = await kube.list("v1", "Pod")
-            running = sum(1 for p in listing if (p.get("status") or {}).get("phase") == "Running")
-            if running >= pods:
+            if time.monotonic() >= next_report:
+                next_report += 30
+                launched = len(log_events(work_dir / "actuator.log", "nodeclaim_launched"))
+                print(
+                    f"  {time.monotonic() - run.scaled:5.0f} s: {launched} instances launched, "
+                    f"scheduler RSS {rss_megabytes(pid):.0f} MB (peak {peak:.0f} MB)",
+                    flush=True,
+                )
+            # The Deployment's status, not a list of 10k pods: the bench must not load the stack.
+            status = (
+                await kube.call("GET", "/apis/apps/v1/namespaces/default/deployments/big")
+            ).get("status") or {}
+            if int(status.get("readyReplicas") or 0) >= pods:
                 run.all_running = time.monotonic()
                 break
             await asyncio.sleep(2.0)
