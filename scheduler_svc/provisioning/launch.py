@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -51,6 +52,7 @@ from scheduler_svc.state.cluster import ClusterMirror
 
 log = structlog.get_logger(__name__)
 
+_RECORDED_MEMORY = 10_000
 ATTEMPTS_ANNOTATION = "daiku.dev/launch-attempts"
 FAILED_OFFERINGS_ANNOTATION = "daiku.dev/launch-failed-offerings"
 
@@ -107,6 +109,9 @@ class ClaimLauncher:
         # Bounded: a 1,000-pod burst must not open hundreds of CreateFleet calls at once (EC2
         # throttles CreateFleet; the actuator walks offerings per call anyway).
         self._slots = asyncio.Semaphore(max_concurrent_launches)
+        # Claims this process recorded as launched: the mirror may not show `Launched` yet, and
+        # a relaunch then would be harmless (idempotent) but count and write twice.
+        self._recorded: OrderedDict[str, None] = OrderedDict()
         self._writer = writer
         self._mirror = mirror
         self._catalog = catalog
@@ -116,6 +121,11 @@ class ClaimLauncher:
     async def launch(self, claim: KubeObject) -> LaunchResult:
         """Launch `claim`'s instance and record it (never raises for the expected failures)."""
         name = str((claim.get("metadata") or {}).get("name", ""))
+        if name in self._recorded:
+            return LaunchResult(LaunchOutcome.LAUNCHED, None)
+        return await self._launch(name, claim)
+
+    async def _launch(self, name: str, claim: KubeObject) -> LaunchResult:
         bound = log.bind(nodeclaim=name)
         try:
             request = launch_request_of(claim)
@@ -166,6 +176,9 @@ class ClaimLauncher:
             # The instance runs; the next reconcile launches again (idempotent) and records it.
             bound.warning("nodeclaim_status_write_failed", error=str(error))
             return LaunchResult(LaunchOutcome.RETRY, None, instance, str(error))
+        self._recorded[name] = None
+        if len(self._recorded) > _RECORDED_MEMORY:
+            self._recorded.popitem(last=False)
         self._metrics.claim_step(request.nodepool_name, "launched")
         bound.info(
             "nodeclaim_launched",
