@@ -166,9 +166,9 @@ def _is_daemonset_pod(pod: KubeObject) -> bool:
     return any(isinstance(o, Mapping) and o.get("kind") == "DaemonSet" for o in owners)
 
 
-def pod_row(pod: KubeObject) -> PodRow | None:
-    """The pod as the progress view and the settle check see it; None for a pod that does not
-    take part (terminating, finished or a DaemonSet's)."""
+def pod_row(pod: KubeObject) -> PodRow:
+    """The pod as the progress view and the settle check see it. A pod that is terminating,
+    finished or a DaemonSet's is listed but never counts as waiting for a node or starting."""
     metadata = _metadata(pod)
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     assert isinstance(spec, Mapping)
@@ -279,9 +279,8 @@ def snapshot_from_objects(
     prices: PriceBook | None = None,
 ) -> ClusterSnapshot:
     """A snapshot of the given objects; `prices` fills in each launched claim's price."""
-    rows = (pod_row(p) for p in pods)
     return ClusterSnapshot(
-        pods=tuple(sorted((r for r in rows if r is not None), key=lambda r: (r.namespace, r.name))),
+        pods=tuple(sorted((pod_row(p) for p in pods), key=lambda r: (r.namespace, r.name))),
         nodes=tuple(sorted((node_row(n) for n in nodes), key=lambda r: r.name)),
         claims=tuple(sorted((claim_row(c, prices or {}) for c in claims), key=lambda r: r.name)),
         lagging_deployments=tuple(
