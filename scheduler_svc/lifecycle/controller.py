@@ -118,6 +118,8 @@ class LifecycleController:
         self._clock = clock
         self._wake = asyncio.Event()
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        # Steps this process completed, until the mirror shows them (no double writes/counts).
+        self._done: set[tuple[str, str]] = set()
 
     def on_change(self, change: Change) -> None:
         if change.resource in (NODE_CLAIMS, NODES):
@@ -172,7 +174,9 @@ class LifecycleController:
     # -- per claim ----------------------------------------------------------------------------
 
     async def reconcile_all(self) -> None:
-        for name, claim in list(self._mirror.objects(NODE_CLAIMS).items()):
+        claims = self._mirror.objects(NODE_CLAIMS)
+        self._done = {done for done in self._done if done[0] in claims}
+        for name, claim in list(claims.items()):
             self._reconcile(name, claim)
         for node in list(self._mirror.objects(NODES).values()):
             self._reconcile_node(node)
@@ -198,6 +202,8 @@ class LifecycleController:
         provider_id = str((claim.get("status") or {}).get("providerID", ""))
         node = self._mirror.node_by_provider_id(provider_id) if provider_id else None
         if not is_condition_true(claim, "Registered"):
+            if (name, "registered") in self._done:
+                return
             if node is not None:
                 self._spawn(name, self._register(name, node))
                 return
@@ -205,7 +211,14 @@ class LifecycleController:
             if now - since > timedelta(seconds=self.settings.registration_timeout_seconds):
                 self._spawn(name, self._expire(name, "registration timed out"))
             return
-        if node is not None and not is_condition_true(claim, "Initialized"):
+        self._done.discard((name, "registered"))
+        self._reconcile_initialized(name, claim, node)
+
+    def _reconcile_initialized(self, name: str, claim: KubeObject, node: KubeObject | None) -> None:
+        """Initialized once the Node is Ready and its startup/unregistered taints are gone."""
+        if is_condition_true(claim, "Initialized"):
+            self._done.discard((name, "initialized"))
+        elif node is not None and (name, "initialized") not in self._done:
             startup_keys = {
                 t.get("key")
                 for t in (claim.get("spec") or {}).get("startupTaints") or []
@@ -290,6 +303,7 @@ class LifecycleController:
             [("Registered", "True", "Registered", "")],
             extra_status={"nodeName": node_name},
         )
+        self._done.add((name, "registered"))
         self._metrics.claim_step(_pool_of(claim), "registered")
         log.info("nodeclaim_registered", nodeclaim=name, node=node_name)
 
@@ -304,6 +318,7 @@ class LifecycleController:
                 ("Ready", "True", "Ready", ""),
             ],
         )
+        self._done.add((name, "initialized"))
         self._metrics.claim_step(_pool_of(claim), "initialized")
         log.info("nodeclaim_initialized", nodeclaim=name)
 

@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from prometheus_client import generate_latest
 
 from scheduler_svc.kube.convert import node_class_proto_from_k8s
 from scheduler_svc.kube.writer import utc_now
@@ -31,6 +32,10 @@ ON_DEMAND_SMALL = [
         "values": ["c5.large", "m5.large"],
     },
 ]
+
+
+def _scrape(registry: Any) -> str:
+    return generate_latest(registry).decode()
 
 
 async def running_pods(stack: Stack) -> int:
@@ -363,4 +368,7 @@ async def test_health_readiness_and_metrics_endpoints(stack: Stack) -> None:
             text = await response.text()
     assert 'daiku_scheduler_nodeclaims_total{nodepool="default",step="created"} 1.0' in text
     assert 'daiku_scheduler_nodeclaims_total{nodepool="default",step="launched"} 1.0' in text
+    for step in ("registered", "initialized"):
+        line = f'daiku_scheduler_nodeclaims_total{{nodepool="default",step="{step}"}} 1.0'
+        await until(lambda line=line: line in _scrape(service.metrics.registry))
     assert "daiku_scheduler_scheduling_duration_seconds_count" in text
