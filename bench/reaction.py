@@ -240,17 +240,8 @@ def print_round(title: str, run: Round, times: LaunchTimes) -> None:
 
 
 def bench_node_pool() -> dict[str, Any]:
-    """The default NodePool narrowed to spot, generation > 5, with room for 1,000 pods
-    (limits.cpu 1000). Narrowed because a claim for small pods otherwise lists 500-800
-    offerings and the actuator refuses more than 500 per LaunchNodeClaim (the scheduler does
-    not cut the list yet); this keeps every claim under 500."""
+    """The default NodePool with room for 1,000 pods of 500m (limits.cpu 1000)."""
     pool = default_node_pool()
-    requirements = pool["spec"]["template"]["spec"]["requirements"]
-    for requirement in requirements:
-        if requirement["key"] == "karpenter.sh/capacity-type":
-            requirement["values"] = ["spot"]
-        if requirement["key"] == "karpenter.k8s.aws/instance-generation":
-            requirement["values"] = ["5"]
     pool["spec"]["limits"] = {"cpu": "1000"}
     return pool
 
