@@ -51,6 +51,39 @@ class SchedulerMetrics:
             "Instances without a NodeClaim that were terminated.",
             registry=self.registry,
         )
+        self.disruption_decisions = Counter(
+            "daiku_scheduler_disruption_decisions",
+            "Disruption decisions by reason (Empty, Expired, Drifted, Underutilized) and outcome "
+            "(disrupted, invalidated, abandoned).",
+            ["reason", "outcome"],
+            registry=self.registry,
+        )
+        self.disruption_blocked = Counter(
+            "daiku_scheduler_disruption_blocked",
+            "Nodes a disruption pass kept, by Event reason (DisruptionBlocked, Unconsolidatable); "
+            "counted once per distinct message.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.evictions = Counter(
+            "daiku_scheduler_evictions",
+            "Pods drained from terminating nodes by result (evicted, blocked by a "
+            "PodDisruptionBudget, failed, forced after the termination grace period).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.nodes_terminated = Counter(
+            "daiku_scheduler_nodes_terminated",
+            "Nodes drained, their instance terminated and their finalizers removed.",
+            ["nodepool"],
+            registry=self.registry,
+        )
+        self.cloud_events = Counter(
+            "daiku_scheduler_cloud_events",
+            "Cloud events from the actuator by kind and what was done (disrupted, noted, ignored).",
+            ["kind", "action"],
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             "daiku_scheduler_leader",
             "1 while this replica holds the leader Lease.",

@@ -22,6 +22,8 @@ import structlog
 from kubernetes_asyncio import client
 
 from scheduler_svc.actuator_client import ActuatorClient, TlsFiles
+from scheduler_svc.disruption import DisruptionController, DisruptionControllerSettings
+from scheduler_svc.disruption.snapshot import catalog_instance_types
 from scheduler_svc.health import HttpEndpoint, health_app, metrics_app
 from scheduler_svc.kube.client import new_api_client
 from scheduler_svc.kube.leader_election import LeaderElector
@@ -47,6 +49,8 @@ class ServiceOptions:
 
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     wall_clock: Callable[[], datetime] = utc_now  # the lifecycle's timeouts read it
+    disruption: DisruptionControllerSettings = field(default_factory=DisruptionControllerSettings)
+    disruption_clock: Callable[[], datetime] = utc_now  # consolidateAfter, expireAfter, waits
     watch: WatchSettings | None = None
     # Where /healthz, /readyz and /metrics listen; None: every interface in a pod (probes and
     # Prometheus come from outside), loopback when run locally with a kubeconfig.
@@ -70,6 +74,7 @@ class SchedulerService:
         self.launching: set[str] = set()
         self.provisioner: Provisioner | None = None
         self.lifecycle: LifecycleController | None = None
+        self.disruption: DisruptionController | None = None
         self.elector: LeaderElector | None = None
         self.health_port = 0
         self.metrics_port = 0
@@ -96,6 +101,8 @@ class SchedulerService:
             self.provisioner.on_change(change)
         if self.lifecycle is not None:
             self.lifecycle.on_change(change)
+        if self.disruption is not None:
+            self.disruption.on_change(change)
 
     async def run(
         self, stop: asyncio.Event, *, on_ready: Callable[[str], None] | None = None
@@ -192,6 +199,17 @@ class SchedulerService:
             settings=self.options.lifecycle,
             clock=self.options.wall_clock,
         )
+        mirror = self.mirror
+        self.disruption = DisruptionController(
+            mirror=mirror,
+            writer=writer,
+            metrics=self.metrics,
+            launch=launcher.launch,
+            launching=self.launching,
+            instance_types=lambda: catalog_instance_types(mirror, catalog),
+            settings=self.options.disruption,
+            clock=self.options.disruption_clock,
+        )
         if settings.leader_elect:
             self.elector = LeaderElector(
                 KubeObjects(api),
@@ -232,6 +250,8 @@ class SchedulerService:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.provisioner.run(), name="provisioner")
                 group.create_task(self.lifecycle.run(), name="lifecycle")
+                if self.disruption is not None:
+                    group.create_task(self.disruption.run(), name="disruption")
         finally:
             self._leading = False
             await self.provisioner.close()

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler_svc.core.disruption import NODEPOOL_HASH_ANNOTATION, nodepool_hash
 from scheduler_svc.core.model import NodeClaimPlan, OfferingOption, Resources
 from scheduler_svc.core.requirements import (
     LABEL_CAPACITY_TYPE,
@@ -99,6 +100,8 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: KubeObject, *, name: str)
             [[o.instance_type, o.zone, o.capacity_type, o.price_per_hour] for o in offerings],
             separators=(",", ":"),
         ),
+        # What the NodePool was at launch: drift is a different hash (scheduler_svc.disruption).
+        NODEPOOL_HASH_ANNOTATION: nodepool_hash(nodepool.get("spec") or {}),
     }
     spec: dict[str, Any] = {
         "nodeClassRef": dict(template_spec.get("nodeClassRef") or {}),

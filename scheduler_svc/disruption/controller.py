@@ -1,0 +1,424 @@
+"""The disruption controller (leader only): runs `plan_disruption` on the mirror every
+`interval_seconds` and soon after changes, and acts on its decisions.
+
+Per pass:
+- NodeClaims without the `daiku.dev/nodepool-hash`/`daiku.dev/ec2nodeclass-hash` annotations get
+  them (first sight: the provisioner stamps the NodePool hash at creation; the EC2NodeClass hash
+  is stamped here, so a class changed before first sight is not seen as drift).
+- Conditions `Empty`, `Expired`, `Drifted`, `Consolidatable` are set on claims as they become
+  true (and cleared when they stop being).
+- Blocked nodes get an Event on Node and NodeClaim (`DisruptionBlocked: pdb default/web`,
+  `Unconsolidatable: would cost more`), once per distinct message.
+- Each decision: consolidations wait `validation_wait_seconds` on the injected clock,
+  re-snapshot and `validate`; replacements are launched first and must be Initialized within
+  `replacement_timeout_seconds` (else they are deleted and the decision abandoned); then the old
+  NodeClaims are deleted (termination drains and terminates them). Every decision is an Event
+  (`Disrupting: Empty ...`), a log line and a `daiku_scheduler_disruption_decisions` sample.
+`last_pod_event_at` per node comes from pod changes this process sees (bind, leave, finish);
+a node first seen without one counts from that moment (a restart never makes a node look
+quiet for longer than it was watched).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, NoReturn
+
+import structlog
+
+from scheduler_svc.core.disruption import (
+    NODECLASS_HASH_ANNOTATION,
+    NODEPOOL_HASH_ANNOTATION,
+    ConsolidationOptions,
+    DisruptionDecision,
+    DisruptionReason,
+    DisruptionSnapshot,
+    drift_reason,
+    expiry_reason,
+    nodepool_hash,
+    plan_disruption,
+    validate,
+)
+from scheduler_svc.core.model import InstanceType
+from scheduler_svc.disruption.snapshot import build_snapshot, nodeclass_state
+from scheduler_svc.errors import KubeAlreadyExistsError, KubeApiError
+from scheduler_svc.kube.resources import (
+    EC2_NODE_CLASSES,
+    NODE_CLAIMS,
+    NODE_POOLS,
+    NODES,
+    PODS,
+    KubeObject,
+)
+from scheduler_svc.kube.writer import (
+    KubeWriter,
+    condition,
+    is_condition_true,
+    name_of,
+    utc_now,
+)
+from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.provisioning.nodeclaim_template import new_nodeclaim_name, nodeclaim_from_plan
+from scheduler_svc.state.cluster import Change, ClusterMirror, pod_node_name
+from scheduler_svc.state.core_snapshot import CoreSnapshotter
+
+log = structlog.get_logger(__name__)
+
+_TERMINAL = frozenset({"Succeeded", "Failed"})
+_WATCHED = frozenset({PODS, NODES, NODE_CLAIMS, NODE_POOLS, EC2_NODE_CLASSES})
+InstanceTypesSource = Callable[[], Awaitable[tuple[InstanceType, ...]]]
+Launch = Callable[[KubeObject], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionControllerSettings:
+    """`interval_seconds`: a pass at least this often; `min_interval_seconds`: changes closer
+    together are one pass; `poll_seconds`: how often waits look at the clock and the mirror."""
+
+    interval_seconds: float = 10.0
+    min_interval_seconds: float = 1.0
+    poll_seconds: float = 0.5
+    replacement_timeout_seconds: float = 600.0
+    options: ConsolidationOptions = field(default_factory=ConsolidationOptions)
+
+
+async def _no_instance_types() -> tuple[InstanceType, ...]:
+    return ()
+
+
+def _phase(pod: KubeObject | None) -> str | None:
+    status = (pod or {}).get("status")
+    return status.get("phase") if isinstance(status, dict) else None
+
+
+class DisruptionController:
+    """See the module docstring. `clock` is wall time (UTC, aware), injectable."""
+
+    def __init__(
+        self,
+        *,
+        mirror: ClusterMirror,
+        writer: KubeWriter,
+        metrics: SchedulerMetrics,
+        launch: Launch | None = None,
+        launching: set[str] | None = None,
+        instance_types: InstanceTypesSource = _no_instance_types,
+        settings: DisruptionControllerSettings | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._mirror = mirror
+        self._writer = writer
+        self._metrics = metrics
+        self._launch = launch
+        self._launching = launching if launching is not None else set()
+        self._instance_types = instance_types
+        self.settings = settings or DisruptionControllerSettings()
+        self._clock = clock
+        self._snapshotter = CoreSnapshotter(mirror)
+        self._wake = asyncio.Event()
+        self.last_pod_event_at: dict[str, datetime] = {}
+        self._disrupting: set[str] = set()
+        self._reported: dict[str, str] = {}  # node -> last blocked message sent as an Event
+        self.passes = 0
+
+    # -- inputs -----------------------------------------------------------------------------
+
+    def on_change(self, change: Change) -> None:
+        """Mirror listener: pod moves stamp `last_pod_event_at`; relevant changes wake a pass."""
+        if change.resource is PODS:
+            self._observe_pod(change.old, change.new)
+        if change.resource in _WATCHED:
+            self._wake.set()
+
+    def _observe_pod(self, old: KubeObject | None, new: KubeObject | None) -> None:
+        before = pod_node_name(old) if old is not None else None
+        after = pod_node_name(new) if new is not None else None
+        if before is not None and _phase(old) in _TERMINAL:
+            before = None
+        if after is not None and _phase(new) in _TERMINAL:
+            after = None
+        if before == after:
+            return
+        now = self._clock()
+        for node in (before, after):
+            if node is not None:
+                self.last_pod_event_at[node] = now
+
+    # -- loop -------------------------------------------------------------------------------
+
+    async def run(self) -> NoReturn:
+        """Pass after pass until cancelled; one failed pass is logged, never fatal."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.interval_seconds)
+            self._wake.clear()
+            try:
+                await self.disrupt_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("disruption_pass_failed")
+            await asyncio.sleep(self.settings.min_interval_seconds)
+
+    async def snapshot(self) -> DisruptionSnapshot:
+        """The core's view of the mirror now (nodes first seen start their quiet time now)."""
+        now = self._clock()
+        for claim in self._mirror.objects(NODE_CLAIMS).values():
+            node = (claim.get("status") or {}).get("nodeName")
+            if isinstance(node, str) and node:
+                self.last_pod_event_at.setdefault(node, now)
+        live = set(self._mirror.objects(NODES))
+        self._disrupting &= live
+        for gone in [n for n in self.last_pod_event_at if n not in live]:
+            del self.last_pod_event_at[gone]
+        try:
+            types = await self._instance_types()
+        except Exception as error:  # no catalog: consolidation sees no replacements
+            log.warning("disruption_catalog_unavailable", error=str(error))
+            types = ()
+        return build_snapshot(
+            self._mirror,
+            self._snapshotter,
+            instance_types=types,
+            last_pod_event_at=self.last_pod_event_at,
+            disrupting=self._disrupting,
+        )
+
+    async def disrupt_once(self) -> list[DisruptionDecision]:
+        """One pass; returns the decisions acted on."""
+        self.passes += 1
+        await self._stamp_hashes()
+        snapshot = await self.snapshot()
+        now = self._clock()
+        plan = plan_disruption(snapshot, now, self.settings.options)
+        await self._set_conditions(snapshot, now, plan.decisions)
+        for blocked in plan.blocked:
+            await self._report_blocked(blocked.node, blocked.event_reason, blocked.message)
+        # One at a time: each waits (validation, replacements) on what the last one changed.
+        return [d for d in plan.decisions if await self._execute(d)]
+
+    # -- hashes and conditions --------------------------------------------------------------
+
+    async def _stamp_hashes(self) -> None:
+        snapshot_pools = {name_of(p): p for p in self._mirror.objects(NODE_POOLS).values()}
+        classes = {name_of(c): c for c in self._mirror.objects(EC2_NODE_CLASSES).values()}
+        for claim in list(self._mirror.objects(NODE_CLAIMS).values()):
+            metadata = claim.get("metadata") or {}
+            annotations = metadata.get("annotations") or {}
+            if metadata.get("deletionTimestamp"):
+                continue
+            patch: dict[str, str] = {}
+            pool = snapshot_pools.get(
+                str((metadata.get("labels") or {}).get("daiku.dev/nodepool", ""))
+            )
+            if NODEPOOL_HASH_ANNOTATION not in annotations and pool is not None:
+                patch[NODEPOOL_HASH_ANNOTATION] = nodepool_hash(pool.get("spec") or {})
+            class_name = ((claim.get("spec") or {}).get("nodeClassRef") or {}).get("name")
+            node_class = classes.get(str(class_name))
+            if NODECLASS_HASH_ANNOTATION not in annotations and node_class is not None:
+                state = nodeclass_state(node_class)
+                if state.nodeclass_hash is not None:
+                    patch[NODECLASS_HASH_ANNOTATION] = state.nodeclass_hash
+            if patch:
+                try:
+                    await self._writer.patch_nodeclaim(
+                        name_of(claim), {"metadata": {"annotations": patch}}
+                    )
+                except KubeApiError as error:
+                    log.warning(
+                        "disruption_stamp_failed", nodeclaim=name_of(claim), error=str(error)
+                    )
+
+    async def _set_conditions(
+        self,
+        snapshot: DisruptionSnapshot,
+        now: datetime,
+        decisions: tuple[DisruptionDecision, ...],
+    ) -> None:
+        consolidatable = {
+            n for d in decisions if d.reason is DisruptionReason.UNDERUTILIZED for n in d.nodes
+        }
+        for candidate in snapshot.candidates:
+            claim = self._mirror.nodeclaim(candidate.nodeclaim)
+            if claim is None or candidate.name in snapshot.disrupting:
+                continue
+            expired = expiry_reason(candidate, snapshot, now)
+            drifted = drift_reason(candidate, snapshot)
+            empty = not candidate.reschedulable_pods()
+            wanted: list[tuple[str, bool, str]] = [
+                ("Empty", empty, "no pods to move" if empty else ""),
+                ("Expired", expired is not None, expired or ""),
+                ("Drifted", drifted is not None, drifted or ""),
+                ("Consolidatable", candidate.name in consolidatable, ""),
+            ]
+            updates: list[tuple[str, Literal["True", "False", "Unknown"], str, str]] = []
+            for kind, value, message in wanted:
+                current = condition(claim, kind)
+                if value and not is_condition_true(claim, kind):
+                    updates.append((kind, "True", kind, message))
+                elif not value and current is not None and current.get("status") == "True":
+                    updates.append((kind, "False", kind, ""))
+            if updates:
+                try:
+                    await self._writer.set_nodeclaim_conditions(claim, updates)
+                except KubeApiError as error:
+                    log.warning(
+                        "disruption_conditions_failed", nodeclaim=name_of(claim), error=str(error)
+                    )
+
+    # -- recording --------------------------------------------------------------------------
+
+    async def _events(
+        self,
+        nodes: tuple[str, ...],
+        claims: tuple[str, ...],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+    ) -> None:
+        involved = [self._mirror.get(NODES, n) for n in nodes]
+        involved += [self._mirror.nodeclaim(c) for c in claims]
+        for obj in involved:
+            if obj is None:
+                continue
+            try:
+                await self._writer.event(obj, reason, message, warning=warning)
+            except KubeApiError as error:
+                log.warning("disruption_event_failed", object=name_of(obj), error=str(error))
+
+    async def _report_blocked(self, node: str, event_reason: str, message: str) -> None:
+        text = f"{event_reason}: {message}"
+        if self._reported.get(node) == text:
+            return
+        self._reported[node] = text
+        self._metrics.disruption_blocked.labels(reason=event_reason).inc()
+        log.info("disruption_blocked", node=node, reason=event_reason, message=message)
+        claim = next(
+            (
+                name_of(c)
+                for c in self._mirror.objects(NODE_CLAIMS).values()
+                if (c.get("status") or {}).get("nodeName") == node
+            ),
+            None,
+        )
+        await self._events((node,), (claim,) if claim else (), event_reason, message)
+
+    def _record(self, decision: DisruptionDecision, outcome: str, why: str = "") -> None:
+        self._metrics.disruption_decisions.labels(
+            reason=str(decision.reason), outcome=outcome
+        ).inc()
+        log.info(
+            "disruption_decision",
+            reason=str(decision.reason),
+            outcome=outcome,
+            nodes=list(decision.nodes),
+            nodeclaims=list(decision.nodeclaims),
+            replacements=len(decision.replacements),
+            savings_per_hour=round(decision.savings_per_hour, 4),
+            message=decision.message,
+            why=why,
+        )
+
+    # -- acting -----------------------------------------------------------------------------
+
+    async def _wait_until(self, moment: datetime) -> None:
+        """Until the injected clock reaches `moment` (polled: a test moves the clock)."""
+        while self._clock() < moment:  # noqa: ASYNC110 - the clock is injected, not an event
+            await asyncio.sleep(self.settings.poll_seconds)
+
+    async def _execute(self, decision: DisruptionDecision) -> bool:
+        if decision.needs_validation:
+            wait = timedelta(seconds=self.settings.options.validation_wait_seconds)
+            await self._wait_until(decision.decided_at + wait)
+            checked = validate(
+                decision, await self.snapshot(), self._clock(), self.settings.options
+            )
+            if not checked.is_valid:
+                self._record(decision, "invalidated", checked.reason)
+                return False
+        self._disrupting.update(decision.nodes)
+        replacements: list[str] = []
+        if decision.replacements:
+            replacements = await self._launch_replacements(decision)
+            if not await self._wait_initialized(decision, replacements):
+                self._disrupting.difference_update(decision.nodes)
+                for name in replacements:
+                    await self._writer.delete_nodeclaim(name)
+                self._record(decision, "abandoned", "replacements not initialized in time")
+                await self._events(
+                    decision.nodes,
+                    decision.nodeclaims,
+                    "DisruptionAbandoned",
+                    f"{decision.reason}: replacements {', '.join(replacements)} did not "
+                    "initialize in time",
+                    warning=True,
+                )
+                return False
+        message = decision.message
+        if replacements:
+            message += f"; replaced by {', '.join(replacements)}"
+        await self._events(
+            decision.nodes, decision.nodeclaims, "Disrupting", f"{decision.reason}: {message}"
+        )
+        for claim in decision.nodeclaims:
+            await self._writer.delete_nodeclaim(claim)
+        self._record(decision, "disrupted")
+        return True
+
+    async def _launch_replacements(self, decision: DisruptionDecision) -> list[str]:
+        names: list[str] = []
+        for plan in decision.replacements:
+            pool = self._mirror.get(NODE_POOLS, plan.nodepool)
+            if pool is None:
+                continue
+            for _ in range(3):
+                name = new_nodeclaim_name(plan.nodepool)
+                self._launching.add(name)
+                try:
+                    created = await self._writer.create_nodeclaim(
+                        nodeclaim_from_plan(plan, pool, name=name)
+                    )
+                except KubeAlreadyExistsError:
+                    self._launching.discard(name)
+                    continue
+                except KubeApiError as error:
+                    self._launching.discard(name)
+                    log.warning("disruption_replacement_failed", error=str(error))
+                    break
+                names.append(name)
+                self._metrics.claim_step(plan.nodepool, "created")
+                log.info(
+                    "disruption_replacement_created",
+                    nodeclaim=name,
+                    replaces=list(decision.nodeclaims),
+                    instance_type=plan.instance_type,
+                )
+                try:
+                    if self._launch is not None:
+                        await self._launch(created)
+                finally:
+                    # Without a launcher the lifecycle controller launches it (not in launching).
+                    self._launching.discard(name)
+                break
+        return names
+
+    async def _wait_initialized(self, decision: DisruptionDecision, names: list[str]) -> bool:
+        if len(names) < len(decision.replacements):
+            return False
+        deadline = self._clock() + timedelta(seconds=self.settings.replacement_timeout_seconds)
+        while self._clock() < deadline:
+            claims = [self._mirror.nodeclaim(n) for n in names]
+            if any(c is None or (c.get("metadata") or {}).get("deletionTimestamp") for c in claims):
+                return False  # its launch failed and it was deleted
+            if all(c is not None and is_condition_true(c, "Initialized") for c in claims):
+                return True
+            await asyncio.sleep(self.settings.poll_seconds)
+        return False
+
+    async def close(self) -> None:
+        """Nothing outlives a pass (work runs inside `run`)."""
