@@ -4,6 +4,11 @@ Instance types get positions (sorted by name); a set of types is a Python int us
 Label requirements map to bitsets through a per-label value index, resource fits through sorted
 per-resource thresholds, and offerings through a (zone, capacity type) index, so narrowing the
 types a NodeClaim may use costs a few integer ANDs.
+
+Building the index costs time in proportion to the catalog (tens of milliseconds for ~1,300 EC2
+types), which dwarfs solving a handful of pods. ``CatalogCache`` keeps the indexes of recent
+catalogs so callers that solve again and again (the provisioner, every round) build each once;
+an index's memo tables depend on the catalog alone, so reusing it never changes a plan.
 """
 
 from __future__ import annotations
@@ -12,8 +17,15 @@ import bisect
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from scheduler_svc.core.model import InstanceType, Resources, UnavailableOffering
+from scheduler_svc.core.model import (
+    InstanceType,
+    OfferingOption,
+    Resources,
+    UnavailableOffering,
+)
 from scheduler_svc.core.requirements import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
     LABEL_ZONE,
@@ -22,6 +34,8 @@ from scheduler_svc.core.requirements import (
 )
 
 BASE_DIMENSIONS = ("cpu", "memory", "pods", "ephemeral-storage")
+# Memo tables stop growing here (an index may live for many solves; a miss only recomputes).
+_MEMO_ENTRIES = 100_000
 
 
 def iter_bits(bits: int) -> Iterator[int]:
@@ -107,6 +121,9 @@ class CatalogIndex:
             self._fit_bits.append(suffix)
         self._requirement_cache: dict[Requirements, int] = {}
         self._fits_cache: dict[tuple[int, ...], int] = {}
+        self._option_cache: dict[
+            tuple[int, ValueSet | None, ValueSet | None], tuple[OfferingOption, ...]
+        ] = {}
 
     def fits(self, needed: Sequence[int]) -> int:
         """Types whose allocatable holds ``needed`` in every resource."""
@@ -118,7 +135,7 @@ class CatalogIndex:
         for d, amount in enumerate(key):
             if amount > 0:
                 bits &= self._fit_bits[d][bisect.bisect_left(self._fit_thresholds[d], amount)]
-        if len(self._fits_cache) < 100_000:
+        if len(self._fits_cache) < _MEMO_ENTRIES:
             self._fits_cache[key] = bits
         return bits
 
@@ -149,7 +166,8 @@ class CatalogIndex:
             if value_set.allows_absent:
                 allowed |= self.all_bits & ~carrying
             bits &= allowed
-        self._requirement_cache[requirements] = bits
+        if len(self._requirement_cache) < _MEMO_ENTRIES:
+            self._requirement_cache[requirements] = bits
         return bits
 
     def offering_bits(self, zones: ValueSet | None, capacity_types: ValueSet | None) -> int:
@@ -172,3 +190,84 @@ class CatalogIndex:
             if (zones is None or zones.allows(o.zone))
             and (capacity_types is None or capacity_types.allows(o.capacity_type))
         ]
+
+    def offering_options(
+        self, bits: int, zones: ValueSet | None, capacity_types: ValueSet | None
+    ) -> tuple[OfferingOption, ...]:
+        """Every available offering of the types in ``bits`` in admitted zones and capacity
+        types, cheapest first (ties by type name, zone, capacity type); spot offerings dearer
+        than the cheapest on-demand one are left out (on-demand would be chosen first)."""
+        ident = (bits, zones, capacity_types)
+        cached = self._option_cache.get(ident)
+        if cached is not None:
+            return cached
+        offers: list[IndexedOffering] = []
+        for p in iter_bits(bits):
+            offers.extend(self.matching_offerings(p, zones, capacity_types))
+        on_demand = [o.price_per_hour for o in offers if o.capacity_type == CAPACITY_TYPE_ON_DEMAND]
+        if on_demand:
+            ceiling = min(on_demand)
+            offers = [
+                o
+                for o in offers
+                if o.capacity_type != CAPACITY_TYPE_SPOT or o.price_per_hour <= ceiling
+            ]
+        names = self.names
+        offers.sort(
+            key=lambda o: (o.price_per_hour, names[o.type_position], o.zone, o.capacity_type)
+        )
+        result = tuple(
+            OfferingOption(names[o.type_position], o.zone, o.capacity_type, o.price_per_hour)
+            for o in offers
+        )
+        if len(self._option_cache) < _MEMO_ENTRIES:
+            self._option_cache[ident] = result
+        return result
+
+
+class _CachedIndex(NamedTuple):
+    instance_types: tuple[InstanceType, ...]
+    dimensions: tuple[str, ...]
+    unavailable: frozenset[UnavailableOffering]
+    catalog: CatalogIndex
+
+
+class CatalogCache:
+    """The indexes of the last ``size`` distinct (catalog, resource dimensions, exhausted
+    offerings), most recently used kept; ``index()`` builds one only for a catalog not seen.
+
+    A catalog matches when it is the same tuple (the provisioner's catalog cache hands out one
+    tuple until it refetches) or an equal one. Not thread-safe: one per solving thread.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        if size < 1:
+            raise ValueError(f"CatalogCache size: expected at least 1, got {size}")
+        self._size = size
+        self._entries: list[_CachedIndex] = []
+        self.builds = 0
+
+    def index(
+        self,
+        instance_types: Sequence[InstanceType],
+        dimensions: Sequence[str],
+        unavailable: frozenset[UnavailableOffering] = frozenset(),
+    ) -> CatalogIndex:
+        """The index of this catalog, built now only if no cached one matches."""
+        types = tuple(instance_types)
+        dims = tuple(dimensions)
+        for position, entry in enumerate(self._entries):
+            if (
+                entry.dimensions == dims
+                and entry.unavailable == unavailable
+                and (entry.instance_types is types or entry.instance_types == types)
+            ):
+                if position:
+                    del self._entries[position]
+                    self._entries.insert(0, entry)
+                return entry.catalog
+        built = CatalogIndex(types, dims, unavailable)
+        self.builds += 1
+        self._entries.insert(0, _CachedIndex(types, dims, unavailable, built))
+        del self._entries[self._size :]
+        return built

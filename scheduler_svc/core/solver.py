@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 from scheduler_svc.core.catalog_index import (
     BASE_DIMENSIONS,
+    CatalogCache,
     CatalogIndex,
-    IndexedOffering,
     iter_bits,
     resource_vector,
 )
@@ -50,8 +50,6 @@ from scheduler_svc.core.model import (
     WhenUnsatisfiable,
 )
 from scheduler_svc.core.requirements import (
-    CAPACITY_TYPE_ON_DEMAND,
-    CAPACITY_TYPE_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
@@ -61,7 +59,6 @@ from scheduler_svc.core.requirements import (
     Operator,
     Requirement,
     Requirements,
-    ValueSet,
 )
 from scheduler_svc.core.taints import Taint, first_untolerated
 
@@ -209,7 +206,7 @@ class _Pool:
 
 
 class _Solver:
-    def __init__(self, problem: SchedulingInput) -> None:
+    def __init__(self, problem: SchedulingInput, catalogs: CatalogCache | None = None) -> None:
         self.problem = problem
         extended = sorted(
             {name for pod in problem.pods for c in pod.containers for name, _ in c.extended}
@@ -223,9 +220,14 @@ class _Solver:
         )
         self.dimensions = (*BASE_DIMENSIONS, *extended)
         self._requests = {id(pod): self._request_vector(pod) for pod in problem.pods}
-        self.catalog = CatalogIndex(
-            problem.instance_types, self.dimensions, problem.unavailable_offerings
-        )
+        if catalogs is None:
+            self.catalog = CatalogIndex(
+                problem.instance_types, self.dimensions, problem.unavailable_offerings
+            )
+        else:
+            self.catalog = catalogs.index(
+                problem.instance_types, self.dimensions, problem.unavailable_offerings
+            )
         self.groups: list[_Group] = []
         self.group_ids: dict[tuple[str, Requirements, frozenset[str]], int] = {}
         self.inverse: list[_Group] = []
@@ -246,9 +248,6 @@ class _Solver:
         self._existing_domain_cache: dict[object, frozenset[object]] = {}
         self._universe_cache: dict[tuple[int, str], tuple[object, ...]] = {}
         self._targets: dict[tuple[int, int, Requirements], int] = {}
-        self._offering_lists: dict[
-            tuple[int, ValueSet | None, ValueSet | None], tuple[OfferingOption, ...]
-        ] = {}
         self.last_failure = ""
         self._blocked_by_constraint = False
         # A lower bound on every waiting class's request, per resource (set per round).
@@ -1244,33 +1243,9 @@ class _Solver:
 
     def _offerings(self, b: _Bin) -> tuple[OfferingOption, ...]:
         fit = b.bits & self.catalog.fits(b.used)
-        zones = b.requirements.get(LABEL_ZONE)
-        capacity_types = b.requirements.get(LABEL_CAPACITY_TYPE)
-        ident = (fit, zones, capacity_types)
-        cached = self._offering_lists.get(ident)
-        if cached is not None:
-            return cached
-        offers: list[IndexedOffering] = []
-        for p in iter_bits(fit):
-            offers.extend(self.catalog.matching_offerings(p, zones, capacity_types))
-        on_demand = [o.price_per_hour for o in offers if o.capacity_type == CAPACITY_TYPE_ON_DEMAND]
-        if on_demand:
-            ceiling = min(on_demand)
-            offers = [
-                o
-                for o in offers
-                if o.capacity_type != CAPACITY_TYPE_SPOT or o.price_per_hour <= ceiling
-            ]
-        names = self.catalog.names
-        offers.sort(
-            key=lambda o: (o.price_per_hour, names[o.type_position], o.zone, o.capacity_type)
+        return self.catalog.offering_options(
+            fit, b.requirements.get(LABEL_ZONE), b.requirements.get(LABEL_CAPACITY_TYPE)
         )
-        result = tuple(
-            OfferingOption(names[o.type_position], o.zone, o.capacity_type, o.price_per_hour)
-            for o in offers
-        )
-        self._offering_lists[ident] = result
-        return result
 
     # -- relaxing and reasons --------------------------------------------------------------------
 
@@ -1432,10 +1407,13 @@ def namespace_ok(namespace: str, namespaces: frozenset[str]) -> bool:
     return namespace in namespaces
 
 
-def solve(problem: SchedulingInput) -> SchedulingResult:
+def solve(problem: SchedulingInput, *, catalogs: CatalogCache | None = None) -> SchedulingResult:
     """Place every pending pod of ``problem``: on existing nodes and in-flight claims first, then
-    on new NodeClaims (NodePools by weight). Deterministic; pure. See the module docstring."""
-    return _Solver(problem).solve()
+    on new NodeClaims (NodePools by weight). Deterministic; pure. See the module docstring.
+
+    ``catalogs`` reuses the catalog index across solves (built once per distinct catalog instead
+    of on every call; the plan is the same either way)."""
+    return _Solver(problem, catalogs).solve()
 
 
 __all__ = ["format_amount", "format_limit", "solve"]
