@@ -8,6 +8,11 @@ the plain-pods mix the gap to the LP relaxation's lower bound on cost (HiGHS via
     uv run python -m bench.scheduling --pods 20000      # one size
     uv run python -m bench.scheduling --realistic       # bundled catalog, 50 Deployments, 10k pods
     uv run python -m bench.scheduling --pods 20000 --existing-nodes 5000   # a cluster with room
+    uv run python -m bench.scheduling --small          # 1/10/100/1000 pods, bundled catalog
+
+``--small`` is the reaction-time view (issue 5): p50/p99 solve latency over repeats with the
+bundled EC2 catalog (~1,270 types), cold (a fresh catalog index per solve, as ``solve()`` alone)
+and warm (one ``CatalogCache`` reused, as the provisioner does).
 
 Workload (FACTS §5): 400 instance types, type i has i vCPU, 2i GiB, 10i pods, price
 0.1 x vCPU + 0.1 x GiB (allocatable = capacity, as Karpenter's fake provider), three zones; one
@@ -20,6 +25,7 @@ Apple M3 Pro): 2k 1.54 s, 5k 3.74 s, 10k 8.11 s, 20k 20.19 s.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import time
 import tracemalloc
@@ -41,6 +47,7 @@ from scheduler_svc.core import (
     TopologySpreadConstraint,
     solve,
 )
+from scheduler_svc.core.catalog_index import CatalogCache
 
 GIB = 1024**3
 MIB = 1024**2
@@ -245,6 +252,39 @@ def realistic(pods_total: int, seed: int) -> SchedulingInput:
     return SchedulingInput(tuple(pods), (pool,), tuple(catalog))
 
 
+def small_solves(counts: Sequence[int], repeats: int, seed: int) -> None:
+    """p50/p99 solve latency for small batches on the bundled catalog, cold and warm index."""
+    from daiku.cli.catalog import bundled_catalog_document
+    from daiku.cli.plan import instance_types_from_document
+
+    catalog = tuple(instance_types_from_document(bundled_catalog_document(), "bundled"))
+    pool = NodePool(
+        "default",
+        requirements=(
+            Requirement("karpenter.k8s.aws/instance-category", Operator.IN, ("c", "m", "r")),
+        ),
+    )
+    print(f"bundled catalog: {len(catalog)} instance types; {repeats} repeats per row")
+    print(f"{'pods':>6} {'index':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'claims':>6}")
+    for count in counts:
+        problem = SchedulingInput(benchmark_pods(count, seed), (pool,), catalog)
+        for label, cache in (("cold", None), ("warm", CatalogCache())):
+            if cache is not None:
+                solve(problem, catalogs=cache)  # the provisioner builds it when it warms up
+            seconds = []
+            result = None
+            for _ in range(repeats):
+                started = time.perf_counter()
+                result = solve(problem, catalogs=cache)
+                seconds.append(time.perf_counter() - started)
+            seconds.sort()
+            p50 = seconds[len(seconds) // 2] * 1000
+            p99 = seconds[min(len(seconds) - 1, math.ceil(len(seconds) * 0.99) - 1)] * 1000
+            claims = len(result.new_claims) if result is not None else 0
+            line = f"{count:>6} {label:>5} {p50:>8.1f} {p99:>8.1f} {seconds[-1] * 1000:>8.1f}"
+            print(f"{line} {claims:>6}", flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -253,12 +293,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--realistic", action="store_true", help="only the realistic mix")
     parser.add_argument(
+        "--small", action="store_true", help="1/10/100/1000-pod latency, bundled catalog"
+    )
+    parser.add_argument("--repeats", type=int, default=50, help="solves per --small row")
+    parser.add_argument(
         "--existing-nodes",
         type=int,
         default=0,
         help="also run the FACTS §5 mix on a cluster of this many 8-cpu nodes, half full",
     )
     args = parser.parse_args(argv)
+    if args.small:
+        small_solves([1, 10, 100, 1000], args.repeats, args.seed)
+        return
     if args.realistic:
         report("realistic (bundled)", realistic(10_000, args.seed), False, None)
         return
