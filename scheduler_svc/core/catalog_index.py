@@ -121,6 +121,8 @@ class CatalogIndex:
             self._fit_bits.append(suffix)
         self._requirement_cache: dict[Requirements, int] = {}
         self._fits_cache: dict[tuple[int, ...], int] = {}
+        self._cheapest_cache: dict[tuple[ValueSet | None, ValueSet | None], list[float | None]] = {}
+        self._positions_cache: dict[int, tuple[int, ...]] = {}
         self._option_cache: dict[
             tuple[int, ValueSet | None, ValueSet | None], tuple[OfferingOption, ...]
         ] = {}
@@ -190,6 +192,34 @@ class CatalogIndex:
             if (zones is None or zones.allows(o.zone))
             and (capacity_types is None or capacity_types.allows(o.capacity_type))
         ]
+
+    def positions(self, bits: int) -> tuple[int, ...]:
+        """``iter_bits(bits)`` as a tuple, memoized (the same pool-wide sets are scanned in
+        every solve)."""
+        cached = self._positions_cache.get(bits)
+        if cached is not None:
+            return cached
+        result = tuple(iter_bits(bits))
+        if len(self._positions_cache) < 256:
+            self._positions_cache[bits] = result
+        return result
+
+    def cheapest_prices(
+        self, zones: ValueSet | None, capacity_types: ValueSet | None
+    ) -> list[float | None]:
+        """Per position, the price of the type's cheapest offering in admitted zones and
+        capacity types (None: it has none). Memoized: read-only for callers."""
+        ident = (zones, capacity_types)
+        cached = self._cheapest_cache.get(ident)
+        if cached is not None:
+            return cached
+        prices: list[float | None] = []
+        for position in range(len(self.types)):
+            offers = self.matching_offerings(position, zones, capacity_types)
+            prices.append(offers[0].price_per_hour if offers else None)
+        if len(self._cheapest_cache) < _MEMO_ENTRIES:
+            self._cheapest_cache[ident] = prices
+        return prices
 
     def offering_options(
         self, bits: int, zones: ValueSet | None, capacity_types: ValueSet | None

@@ -1015,22 +1015,27 @@ class _Solver:
     def _scan_targets(self, pool: _Pool, bits: int) -> int:
         zones = pool.requirements.get(LABEL_ZONE)
         capacity_types = pool.requirements.get(LABEL_CAPACITY_TYPE)
-        demand = self._demand
+        # Cheapest price per type memoized in the index, and only the demanded resources
+        # looked at: this loop runs over the pool's whole catalog for every demand epoch.
+        prices = self.catalog.cheapest_prices(zones, capacity_types)
+        demanded = [
+            (d, amount, pool.overhead[d]) for d, amount in enumerate(self._demand) if amount > 0
+        ]
+        allocatable = self.catalog.allocatable
+        names = self.catalog.names
         best, best_key = -1, (float("inf"), 0.0, "")
-        for p in iter_bits(bits):
-            offers = self.catalog.matching_offerings(p, zones, capacity_types)
-            if not offers:
+        for p in self.catalog.positions(bits):
+            price = prices[p]
+            if price is None:
                 continue
-            units = float("inf")
-            alloc = self.catalog.allocatable[p]
-            for d, amount in enumerate(demand):
-                if amount > 0:
-                    units = min(units, (alloc[d] - pool.overhead[d]) / amount)
-            units = min(units, 1.0)
+            alloc = allocatable[p]
+            units = 1.0
+            for d, amount, overhead in demanded:
+                fraction = (alloc[d] - overhead) / amount
+                if fraction < units:  # noqa: PLR1730 - a comparison is cheaper than min() here
+                    units = fraction
             if units <= 0:
                 continue
-            # Rounded so that equal prices per unit tie (then the bigger type wins) despite
-            # floating-point noise in catalogs priced linearly.
             # Price per unit of demand; near the tail (a few nodes of this type would hold all
             # that is left) count whole nodes, so a type needing a second, mostly empty node
             # does not look cheap. Rounded so that equal prices tie despite float noise (then
@@ -1038,8 +1043,8 @@ class _Solver:
             nodes_needed = 1.0 / units
             if nodes_needed <= _TAIL_NODES:
                 nodes_needed = math.ceil(nodes_needed - 1e-9)
-            score = float(f"{offers[0].price_per_hour * nodes_needed:.9g}")
-            key = (score, -units, self.catalog.names[p])
+            score = float(f"{price * nodes_needed:.9g}")
+            key = (score, -units, names[p])
             if key < best_key:
                 best, best_key = p, key
         return best
