@@ -12,9 +12,9 @@ Per claim, on every change of claims or nodes (and every `tick_seconds` for the 
   after launch -> the claim is deleted (and so its instance terminated).
 - **initialize**: the Node is Ready and has none of the claim's startup taints (nor the
   unregistered taint) -> `Initialized=True` and `Ready=True`.
-- **terminate** (claim deleted, our finalizer on it): delete its Node, TerminateNodeClaim,
-  and once the instance is shutting-down/terminated (or NOT_FOUND) remove the finalizers (Node,
-  then claim). The drain is issue 6's; here pods go with the Node.
+- **terminate** (claim deleted, our finalizer on it): `termination.Terminator` cordons and
+  drains the Node (PDBs, do-not-disrupt, terminationGracePeriod), terminates the instance and
+  removes the finalizers (Node, then claim). A Node deleted directly gets its claim deleted.
 Garbage collection every `gc_interval_seconds`: cluster instances whose claim does not exist,
 launched more than `orphan_age` (30 s) ago, are terminated; launched claims whose instance is
 gone (the actuator says terminated or NOT_FOUND) are deleted.
@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import copy
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -52,6 +52,11 @@ from scheduler_svc.kube.writer import (
     parse_timestamp,
     utc_now,
 )
+from scheduler_svc.lifecycle.termination import (
+    GONE_INSTANCE_STATES,
+    TerminationSettings,
+    Terminator,
+)
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.provisioning.launch import ClaimLauncher
 from scheduler_svc.provisioning.nodeclaim_template import format_quantity
@@ -59,7 +64,7 @@ from scheduler_svc.state.cluster import Change, ClusterMirror
 
 log = structlog.get_logger(__name__)
 
-_GONE_STATES = frozenset({"shutting-down", "terminated"})
+_GONE_STATES = GONE_INSTANCE_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,7 @@ class LifecycleSettings:
     # Changes arriving closer together than this are handled in one pass (node heartbeats of a
     # thousand nodes must not make the controller rescan on every single one).
     min_interval_seconds: float = 0.05
+    termination: TerminationSettings = field(default_factory=TerminationSettings)
 
 
 def _metadata(obj: KubeObject) -> dict[str, Any]:
@@ -116,6 +122,14 @@ class LifecycleController:
         self._launching = launching
         self.settings = settings or LifecycleSettings()
         self._clock = clock
+        self._terminator = Terminator(
+            mirror=mirror,
+            writer=writer,
+            actuator=actuator,
+            metrics=metrics,
+            settings=self.settings.termination,
+            clock=clock,
+        )
         self._wake = asyncio.Event()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         # Steps this process completed, until the mirror shows them (no double writes/counts).
@@ -245,7 +259,7 @@ class LifecycleController:
         if claim is None:
             self._spawn(f"node/{name_of(node)}", self._release_node(node))
         elif not _metadata(claim).get("deletionTimestamp"):
-            self._spawn(name_of(claim), self._expire(name_of(claim), "its Node was deleted"))
+            self._spawn(name_of(claim), self._delete_with_node(name_of(claim), name_of(node)))
 
     async def _launch(self, name: str) -> None:
         claim = self._mirror.nodeclaim(name)
@@ -261,6 +275,12 @@ class LifecycleController:
             self._metrics.claim_step(_pool_of(claim), "failed")
             with contextlib.suppress(KubeApiError):
                 await self._writer.event(claim, "NodeClaimDeleted", why, warning=True)
+        await self._writer.delete_nodeclaim(name)
+
+    async def _delete_with_node(self, name: str, node_name: str) -> None:
+        """The Node was deleted (kubectl delete node): the claim goes too, through the same
+        termination (drain, instance, finalizers) as any removal."""
+        log.info("nodeclaim_node_deleted", nodeclaim=name, node=node_name)
         await self._writer.delete_nodeclaim(name)
 
     async def _register(self, name: str, node: KubeObject) -> None:
@@ -323,35 +343,7 @@ class LifecycleController:
         log.info("nodeclaim_initialized", nodeclaim=name)
 
     async def _terminate(self, name: str) -> None:
-        claim = self._mirror.nodeclaim(name)
-        if claim is None:
-            return
-        provider_id = str((claim.get("status") or {}).get("providerID", ""))
-        node = self._mirror.node_by_provider_id(provider_id) if provider_id else None
-        if node is not None and not _metadata(node).get("deletionTimestamp"):
-            await self._writer.delete_node(name_of(node))
-        try:
-            terminated = await self._actuator.terminate_nodeclaim(name)
-            state = terminated.state
-        except NotFoundError:
-            state = "terminated"
-        except ActuatorError as error:
-            log.warning("nodeclaim_terminate_failed", nodeclaim=name, error=str(error))
-            return  # the next tick tries again
-        if state not in _GONE_STATES:
-            log.info("nodeclaim_instance_still_running", nodeclaim=name, state=state)
-            return
-        if node is not None:
-            latest = self._mirror.get(NODES, name_of(node)) or node
-            with contextlib.suppress(KubeConflictError):
-                await self._writer.remove_node_finalizer(latest)
-        latest_claim = self._mirror.nodeclaim(name) or claim
-        try:
-            await self._writer.remove_nodeclaim_finalizer(latest_claim)
-        except KubeConflictError:
-            return  # changed meanwhile: the next pass retries with the new version
-        self._metrics.claim_step(_pool_of(claim), "deleted")
-        log.info("nodeclaim_terminated", nodeclaim=name, instance_state=state)
+        await self._terminator.terminate(name)
 
     async def _release_node(self, node: KubeObject) -> None:
         with contextlib.suppress(KubeConflictError):

@@ -1,0 +1,88 @@
+"""The termination's pure decisions: which pods a drain removes, the grace period's source,
+the eviction backoff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler_svc.lifecycle.termination import (
+    Terminator,
+    grace_period_seconds,
+    is_drained_by_termination,
+)
+from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.state.cluster import ClusterMirror
+
+
+def pod(**fields: Any) -> dict[str, Any]:
+    metadata = {"name": "p", "namespace": "default", **fields.pop("metadata", {})}
+    return {"metadata": metadata, "spec": fields.pop("spec", {}), "status": fields}
+
+
+@pytest.mark.parametrize(
+    ("obj", "drained"),
+    [
+        (pod(phase="Running"), True),
+        (pod(phase="Succeeded"), False),
+        (pod(phase="Failed"), False),
+        (
+            pod(
+                metadata={"ownerReferences": [{"kind": "DaemonSet", "controller": True}]},
+                phase="Running",
+            ),
+            False,
+        ),
+        (pod(metadata={"annotations": {"kubernetes.io/config.mirror": "x"}}), False),
+        (
+            pod(spec={"tolerations": [{"key": "daiku.dev/disrupted", "operator": "Exists"}]}),
+            False,
+        ),
+        (pod(spec={"tolerations": [{"operator": "Exists"}]}), False),
+        (
+            pod(
+                spec={
+                    "tolerations": [
+                        {"key": "daiku.dev/disrupted", "operator": "Exists", "effect": "NoExecute"}
+                    ]
+                }
+            ),
+            True,
+        ),
+        (pod(metadata={"annotations": {"daiku.dev/do-not-disrupt": "true"}}), True),
+    ],
+)
+def test_which_pods_the_drain_removes(obj: dict[str, Any], drained: bool) -> None:
+    """DaemonSet, mirror, finished and disrupted-tolerating pods stay; others (even
+    do-not-disrupt ones, which only wait) are drained."""
+    assert is_drained_by_termination(obj) is drained
+
+
+def test_the_grace_period_comes_from_the_claim_then_the_nodepool() -> None:
+    """The claim's terminationGracePeriod wins; else its NodePool's; absent or invalid: None."""
+    pool = {
+        "metadata": {"name": "p"},
+        "spec": {"template": {"spec": {"terminationGracePeriod": "1h"}}},
+    }
+    claim = {"metadata": {"name": "c"}, "spec": {"terminationGracePeriod": "90s"}}
+    assert grace_period_seconds(claim, pool) == 90.0
+    assert grace_period_seconds({"metadata": {"name": "c"}, "spec": {}}, pool) == 3600.0
+    assert grace_period_seconds({"metadata": {"name": "c"}, "spec": {}}, None) is None
+    bad = {"metadata": {"name": "c"}, "spec": {"terminationGracePeriod": "soon"}}
+    assert grace_period_seconds(bad, pool) is None
+
+
+def test_eviction_backoff_doubles_up_to_the_cap_with_jitter() -> None:
+    """Backoff doubles per refusal from the base, stops at the cap, and jitter scales it into
+    [1/2, 1] of that."""
+    values = iter([1.0, 1.0, 1.0, 1.0, 0.0])
+    terminator = Terminator(
+        mirror=ClusterMirror(),
+        writer=None,  # type: ignore[arg-type]
+        actuator=None,
+        metrics=SchedulerMetrics(),
+        rng=lambda: next(values),
+    )
+    assert [terminator.eviction_backoff_seconds(n) for n in (1, 2, 3, 5)] == [1.0, 2.0, 4.0, 10.0]
+    assert terminator.eviction_backoff_seconds(5) == 5.0
