@@ -84,25 +84,6 @@ class SchedulerMetrics:
             ["kind", "action"],
             registry=self.registry,
         )
-        self.evictions = Counter(
-            "daiku_scheduler_evictions",
-            "Pods drained from terminating nodes by result (evicted, blocked by a "
-            "PodDisruptionBudget, failed, forced after the termination grace period).",
-            ["result"],
-            registry=self.registry,
-        )
-        self.nodes_terminated = Counter(
-            "daiku_scheduler_nodes_terminated",
-            "Nodes drained, their instance terminated and their finalizers removed.",
-            ["nodepool"],
-            registry=self.registry,
-        )
-        self.cloud_events = Counter(
-            "daiku_scheduler_cloud_events",
-            "Cloud events from the actuator by kind and what was done (disrupted, noted, ignored).",
-            ["kind", "action"],
-            registry=self.registry,
-        )
         self.is_leader = Gauge(
             "daiku_scheduler_leader",
             "1 while this replica holds the leader Lease.",
