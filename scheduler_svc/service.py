@@ -31,6 +31,7 @@ from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.watch import WatchSettings, run_watches
 from scheduler_svc.kube.writer import KubeWriter, utc_now
 from scheduler_svc.lifecycle.controller import LifecycleController, LifecycleSettings
+from scheduler_svc.lifecycle.interruption import InterruptionController, InterruptionSettings
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.provisioning.batcher import Batcher
 from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
@@ -51,6 +52,7 @@ class ServiceOptions:
     wall_clock: Callable[[], datetime] = utc_now  # the lifecycle's timeouts read it
     disruption: DisruptionControllerSettings = field(default_factory=DisruptionControllerSettings)
     disruption_clock: Callable[[], datetime] = utc_now  # consolidateAfter, expireAfter, waits
+    interruption: InterruptionSettings = field(default_factory=InterruptionSettings)
     watch: WatchSettings | None = None
     # Where /healthz, /readyz and /metrics listen; None: every interface in a pod (probes and
     # Prometheus come from outside), loopback when run locally with a kubeconfig.
@@ -74,6 +76,7 @@ class SchedulerService:
         self.launching: set[str] = set()
         self.provisioner: Provisioner | None = None
         self.lifecycle: LifecycleController | None = None
+        self.interruption: InterruptionController | None = None
         self.disruption: DisruptionController | None = None
         self.elector: LeaderElector | None = None
         self.health_port = 0
@@ -199,6 +202,15 @@ class SchedulerService:
             settings=self.options.lifecycle,
             clock=self.options.wall_clock,
         )
+        self.interruption = InterruptionController(
+            mirror=self.mirror,
+            writer=writer,
+            actuator=actuator,
+            terminator=self.lifecycle.terminator,
+            unavailable=unavailable,
+            metrics=self.metrics,
+            settings=self.options.interruption,
+        )
         mirror = self.mirror
         self.disruption = DisruptionController(
             mirror=mirror,
@@ -250,6 +262,8 @@ class SchedulerService:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.provisioner.run(), name="provisioner")
                 group.create_task(self.lifecycle.run(), name="lifecycle")
+                if self.interruption is not None:
+                    group.create_task(self.interruption.run(), name="interruption")
                 if self.disruption is not None:
                     group.create_task(self.disruption.run(), name="disruption")
         finally:

@@ -135,6 +135,11 @@ class LifecycleController:
         # Steps this process completed, until the mirror shows them (no double writes/counts).
         self._done: set[tuple[str, str]] = set()
 
+    @property
+    def terminator(self) -> Terminator:
+        """The termination flow (interruption handling cordons with it)."""
+        return self._terminator
+
     def on_change(self, change: Change) -> None:
         if change.resource in (NODE_CLAIMS, NODES):
             self._wake.set()

@@ -205,7 +205,7 @@ class Terminator:
         bound = log.bind(nodeclaim=claim_name, node=name_of(node) if node else None)
         if node is not None:
             if await self.cordon(node):
-                await self._record(claim, node, "Draining", "Draining the node before termination")
+                await self.record(claim, node, "Draining", "Draining the node before termination")
             await self._drain(claim_name)
         await self._terminate_instance(claim_name)
         await self._release(claim_name)
@@ -279,7 +279,7 @@ class Terminator:
                 if has_do_not_disrupt(_annotations(pod)):
                     if key not in reported:
                         reported.add(key)
-                        await self._record(
+                        await self.record(
                             claim,
                             node,
                             "DisruptionBlocked",
@@ -295,7 +295,7 @@ class Terminator:
                 retry_at[key] = loop.time() + self.eviction_backoff_seconds(failures[key])
                 if blocker not in reported:
                     reported.add(blocker)
-                    await self._record(claim, node, "DisruptionBlocked", blocker, warning=True)
+                    await self.record(claim, node, "DisruptionBlocked", blocker, warning=True)
             await self._sleep(settings.poll_seconds)
 
     def _deadline(self, claim: KubeObject) -> datetime | None:
@@ -361,7 +361,7 @@ class Terminator:
             return
         self._metrics.evictions.labels(result="forced").inc()
         log.info("pod_force_deleted", pod=f"{namespace}/{name}", node=name_of(node))
-        await self._record(
+        await self.record(
             claim,
             node,
             "PodForceDeleted",
@@ -377,7 +377,7 @@ class Terminator:
             if claim is not None and not recorded:
                 recorded = True
                 node = self.node_of(claim)
-                await self._record(claim, node, "Terminating", "Terminating the instance")
+                await self.record(claim, node, "Terminating", "Terminating the instance")
             try:
                 state = (await self._actuator.terminate_nodeclaim(claim_name)).state
             except NotFoundError:
@@ -421,7 +421,7 @@ class Terminator:
     async def _without_finalizer_claim(self, claim_name: str) -> None:
         await self._without_finalizer(NODE_CLAIMS, claim_name)
 
-    async def _record(
+    async def record(
         self,
         claim: KubeObject,
         node: KubeObject | None,

@@ -1,0 +1,193 @@
+"""Interruption end to end: the emulator's SQS interruption queue -> the actuator's
+WatchCloudEvents -> the scheduler cordons, drains and replaces the node."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
+from actuator_svc.service import ActuatorSettings, serve
+from localcloud.cluster import LocalCloud
+from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY
+from tests.e2e.conftest import CRDS, Stack, demo_object, until
+from tests.e2e.test_termination import FAST, events_about, metric
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+SPOT_XLARGE = [
+    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+    {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": ["c5.xlarge", "m5.xlarge"],
+    },
+]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def queue_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    """LocalCloud and an actuator reading the emulator's interruption queue."""
+    tmp_path = tmp_path_factory.mktemp("interruption")
+    with pytest.MonkeyPatch.context() as patch:
+        for variable, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            patch.setenv(variable, value)
+        async with LocalCloud(
+            boot_seconds=0, ec2_poll_seconds=0.05, kubeconfig_path=tmp_path / "kubeconfig"
+        ) as cloud:
+            for crd in sorted(CRDS.glob("*.yaml")):
+                await cloud.kube.store.create(
+                    "customresourcedefinitions", yaml.safe_load(crd.read_text())
+                )
+            endpoint = cloud.ec2.endpoint_url
+            settings = ActuatorSettings(
+                listen="127.0.0.1:0",
+                cluster_name=cloud.cluster_name,
+                endpoints=AwsEndpoints(ec2=endpoint, sqs=endpoint, pricing=endpoint),
+                interruption_queue=cloud.ec2.interruption_queue_name,
+                interruption_wait_seconds=1,
+                retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
+            )
+            async with serve(settings) as actuator:
+                yield Stack(cloud, actuator, tmp_path)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def stack(queue_stack: Stack) -> AsyncIterator[Stack]:
+    yield queue_stack
+    for deployment in await queue_stack.objects("deployments", "default"):
+        await queue_stack.store.delete("deployments", deployment["metadata"]["name"], "default")
+    await queue_stack.reset()
+
+
+async def start(stack: Stack, replicas: int) -> Any:
+    pool = demo_object("nodepool.yaml")
+    pool["spec"]["template"]["spec"]["requirements"] = SPOT_XLARGE
+    await stack.store.create("ec2nodeclasses", demo_object("ec2nodeclass.yaml"))
+    await stack.store.create("nodepools", pool)
+    scheduler = await stack.start_scheduler(lifecycle=FAST)
+    await stack.store.create(
+        "deployments",
+        {
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [
+                            {
+                                "name": "app",
+                                "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}},
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+        "default",
+    )
+    return scheduler
+
+
+async def web_pods_running(stack: Stack, replicas: int) -> dict[str, str]:
+    """Pod name -> node of the Running web pods, when `replicas` of them run (else {})."""
+    pods = [
+        p
+        for p in await stack.objects("pods", "default")
+        if p["metadata"].get("labels", {}).get("app") == "web"
+        and not p["metadata"].get("deletionTimestamp")
+        and p.get("status", {}).get("phase") == "Running"
+    ]
+    return (
+        {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+        if len(pods) == replicas
+        else {}
+    )
+
+
+async def test_a_spot_interruption_drains_and_replaces_the_node(stack: Stack) -> None:
+    """A spot interruption warning for a node's instance cordons the node, deletes its claim,
+    and the pods end Running on a new node whose claim leaves the interrupted offering out;
+    the interrupted instance is terminated by daiku, not by the cloud."""
+    scheduler = await start(stack, replicas=2)
+    await until(lambda: web_pods_running(stack, 2), timeout_seconds=30)
+    [claim] = await stack.objects("nodeclaims")
+    [node] = await stack.objects("nodes")
+    [instance] = stack.running_instances()
+    interrupted = (
+        instance["InstanceType"],
+        instance["Placement"]["AvailabilityZone"],
+        "spot",
+    )
+
+    stack.cloud.ec2.send_spot_interruption(instance["InstanceId"])
+
+    async def cordoned() -> bool:
+        current = await stack.store.get("nodes", node["metadata"]["name"])
+        return any(t["key"] == DISRUPTED_TAINT_KEY for t in current["spec"].get("taints") or [])
+
+    await until(cordoned, timeout_seconds=15)
+
+    async def moved() -> dict[str, str]:
+        running = await web_pods_running(stack, 2)
+        return running if running and node["metadata"]["name"] not in running.values() else {}
+
+    placement = await until(moved, timeout_seconds=40)
+    assert len(set(placement.values())) == 1
+    claims = await stack.objects("nodeclaims")
+    assert claim["metadata"]["name"] not in [c["metadata"]["name"] for c in claims]
+    [replacement] = claims
+    offerings = json.loads(replacement["metadata"]["annotations"]["daiku.dev/offerings"])
+    assert offerings  # the solver's ordered offerings, without the interrupted one
+    assert [o for o in offerings if tuple(o[:3]) == interrupted] == []
+    await until(
+        lambda: instance["InstanceId"] not in [i["InstanceId"] for i in stack.running_instances()]
+    )
+    reasons = [r for r, _ in await events_about(stack, claim["metadata"]["name"])]
+    assert "Interrupted" in reasons
+    assert (
+        metric(
+            scheduler,
+            'daiku_scheduler_cloud_events_total{action="disrupted",kind="SpotInterruptionWarning"}',
+        )
+        == 1
+    )
+
+
+async def test_a_rebalance_recommendation_is_only_noted(stack: Stack) -> None:
+    """A rebalance recommendation records an Event on the claim and leaves the node alone."""
+    scheduler = await start(stack, replicas=1)
+    await until(lambda: web_pods_running(stack, 1), timeout_seconds=30)
+    [claim] = await stack.objects("nodeclaims")
+    [instance] = stack.running_instances()
+
+    stack.cloud.ec2.send_rebalance_recommendation(instance["InstanceId"])
+
+    async def noted() -> bool:
+        reasons = [r for r, _ in await events_about(stack, claim["metadata"]["name"])]
+        return "RebalanceRecommendation" in reasons
+
+    await until(noted, timeout_seconds=15)
+    [still] = await stack.objects("nodeclaims")
+    assert not still["metadata"].get("deletionTimestamp")
+    assert len(stack.running_instances()) == 1
+    assert (
+        metric(
+            scheduler,
+            'daiku_scheduler_cloud_events_total{action="noted",kind="RebalanceRecommendation"}',
+        )
+        == 1
+    )
