@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from scheduler_svc.core.catalog_index import BASE_DIMENSIONS, CatalogIndex, resource_vector
 from scheduler_svc.core.model import SchedulingInput
 from scheduler_svc.core.requirements import (
-    LABEL_NODEPOOL,
     LABEL_ZONE,
     Operator,
     Requirement,
@@ -56,7 +55,7 @@ def explain_pod(problem: SchedulingInput, pod_key: str) -> PodExplanation:
     for nodepool in sorted(problem.nodepools, key=lambda p: (-p.weight, p.name)):
         name = nodepool.name
         pool_reqs = Requirements.of(nodepool.requirements).intersect(
-            Requirements.from_labels({**nodepool.labels, LABEL_NODEPOOL: name})
+            Requirements.from_labels(nodepool.node_labels())
         )
         taint = first_untolerated(pod.tolerations, nodepool.taints)
         if taint is not None:

@@ -10,7 +10,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from scheduler_svc.core.requirements import Requirement, Requirements
+from scheduler_svc.core.requirements import (
+    LABEL_KARPENTER_NODEPOOL,
+    LABEL_NODEPOOL,
+    Requirement,
+    Requirements,
+)
 from scheduler_svc.core.taints import Taint, Toleration
 
 RESOURCE_CPU = "cpu"
@@ -254,6 +259,11 @@ class NodePool:
     startup_taints: tuple[Taint, ...] = ()
     weight: int = 0
     limits: NodePoolLimits = field(default_factory=NodePoolLimits)
+
+    def node_labels(self) -> dict[str, str]:
+        """The labels every node of this pool carries: its own, plus the pool's name under
+        daiku's label and Karpenter's, so workloads written for either select it."""
+        return {**self.labels, LABEL_NODEPOOL: self.name, LABEL_KARPENTER_NODEPOOL: self.name}
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,6 @@ from scheduler_svc.core.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
-    LABEL_KARPENTER_NODEPOOL,
-    LABEL_NODEPOOL,
     LABEL_ZONE,
     Operator,
     Requirement,
@@ -274,7 +272,7 @@ class _Solver:
         pools: list[_Pool] = []
         ordered = sorted(self.problem.nodepools, key=lambda p: (-p.weight, p.name))
         for index, nodepool in enumerate(ordered):
-            labels = {**nodepool.labels, LABEL_NODEPOOL: nodepool.name}
+            labels = nodepool.node_labels()
             requirements = Requirements.of(nodepool.requirements).intersect(
                 Requirements.from_labels(labels)
             )
@@ -1422,6 +1420,3 @@ def solve(problem: SchedulingInput, *, catalogs: CatalogCache | None = None) -> 
 
 
 __all__ = ["format_amount", "format_limit", "solve"]
-
-# Keep the well-known nodepool label import used (it documents the labels a claim carries).
-_ = LABEL_KARPENTER_NODEPOOL

@@ -173,8 +173,12 @@ def _check(problem: SchedulingInput, result: SchedulingResult) -> None:  # noqa:
             assert sum(1 for c in result.new_claims if c.nodepool == name) <= pool.limits.nodes
     assert len(affinity_zones) <= 1, "pods with affinity to each other split across zones"
     skews = [p.topology_spread[0].max_skew for p in problem.pods if p.topology_spread]
+    # Spread domains are the zones a spread pod could land in: every zone when some NodePool
+    # has no taint (spread pods tolerate none), else only the existing node's zone. A pool whose
+    # taint the pod does not tolerate opens no domain: kube-scheduler could not use it either.
+    spread_domains = ZONES if any(not pool.taints for pool in problem.nodepools) else ("z1",)
     if skews and spread_zones:
-        counts = [spread_zones.get(z, 0) for z in ZONES]
+        counts = [spread_zones.get(z, 0) for z in spread_domains]
         assert max(counts) - min(counts) <= max(skews)
     for placement in result.existing_placements:
         node = next(n for n in problem.nodes if n.name == placement.node)

@@ -198,6 +198,16 @@ def test_custom_node_selector_needs_pool_label() -> None:
     assert run([p], CATALOG, [plain, ml]).new_claims[0].nodepool == "ml"
 
 
+@pytest.mark.parametrize("label", ["daiku.dev/nodepool", "karpenter.sh/nodepool"])
+def test_node_selector_on_the_nodepool_label_picks_that_pool(label: str) -> None:
+    """A pod selecting a NodePool by daiku's or Karpenter's nodepool label lands only there."""
+    p = pod("p", 1, 1, node_selector={label: "on-demand"})
+    heavy = NodePool("default", weight=50)
+    chosen = NodePool("on-demand")
+    assert run([p], CATALOG, [heavy, chosen]).new_claims[0].nodepool == "on-demand"
+    assert run([p], CATALOG, [heavy]).unschedulable
+
+
 def test_too_big_pod_reason_names_the_amount() -> None:
     """A pod larger than every type gets 'no instance type has 96 GiB allocatable …'."""
     result = run([pod("p", 1, 96)], CATALOG)
