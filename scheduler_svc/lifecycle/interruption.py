@@ -74,7 +74,7 @@ class InterruptionController:
         self.settings = settings or InterruptionSettings()
         self._rng = rng
         self._sleep = sleep
-        self.connected = asyncio.Event()  # set while a stream is open (tests wait on it)
+        self.connected = asyncio.Event()  # set while a stream is being opened or is open
 
     async def run(self) -> NoReturn:
         """Watch cloud events for ever, reconnecting when the stream breaks."""
@@ -107,7 +107,7 @@ class InterruptionController:
     async def _watch(self) -> Any:
         stream = self._actuator.watch_cloud_events()
         self.connected.set()
-        log.info("cloud_events_watching")
+        log.info("cloud_events_connecting")
         async for event in stream:
             yield event
 
