@@ -191,3 +191,33 @@ async def test_a_rebalance_recommendation_is_only_noted(stack: Stack) -> None:
         )
         == 1
     )
+
+
+async def test_an_instance_stopping_event_disrupts_its_node(stack: Stack) -> None:
+    """An instance state-change to `stopping` deletes the claim (event naming the state) and
+    its pods move to a new node."""
+    scheduler = await start(stack, replicas=1)
+    await until(lambda: web_pods_running(stack, 1), timeout_seconds=30)
+    [claim] = await stack.objects("nodeclaims")
+    [node] = await stack.objects("nodes")
+    [instance] = stack.running_instances()
+
+    stack.cloud.ec2.send_instance_state_change(instance["InstanceId"], "stopping")
+
+    async def moved() -> dict[str, str]:
+        running = await web_pods_running(stack, 1)
+        return running if running and node["metadata"]["name"] not in running.values() else {}
+
+    await until(moved, timeout_seconds=40)
+    assert claim["metadata"]["name"] not in [
+        c["metadata"]["name"] for c in await stack.objects("nodeclaims")
+    ]
+    messages = await events_about(stack, claim["metadata"]["name"])
+    assert ("Interrupted", "the instance is stopping") in messages
+    assert (
+        metric(
+            scheduler,
+            'daiku_scheduler_cloud_events_total{action="disrupted",kind="InstanceStateChange"}',
+        )
+        == 1
+    )
