@@ -57,9 +57,11 @@ from scheduler_svc.kube.resources import (
 from scheduler_svc.kube.writer import (
     KubeWriter,
     condition,
+    conditions_of,
     is_condition_true,
     name_of,
     utc_now,
+    with_condition,
 )
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.provisioning.nodeclaim_template import new_nodeclaim_name, nodeclaim_from_plan
@@ -195,6 +197,14 @@ class DisruptionController:
         snapshot = await self.snapshot()
         now = self._clock()
         plan = plan_disruption(snapshot, now, self.settings.options)
+        log.debug(
+            "disruption_pass",
+            candidates=len(snapshot.candidates),
+            disrupting=len(snapshot.disrupting),
+            decisions=len(plan.decisions),
+            blocked=len(plan.blocked),
+            instance_types=len(snapshot.instance_types),
+        )
         await self._set_conditions(snapshot, now, plan.decisions)
         for blocked in plan.blocked:
             await self._report_blocked(blocked.node, blocked.event_reason, blocked.message)
@@ -244,7 +254,12 @@ class DisruptionController:
         }
         for candidate in snapshot.candidates:
             claim = self._mirror.nodeclaim(candidate.nodeclaim)
-            if claim is None or candidate.name in snapshot.disrupting:
+            if (
+                claim is None
+                or candidate.name in snapshot.disrupting
+                or not candidate.is_initialized
+                or not isinstance(claim.get("status"), dict)
+            ):
                 continue
             expired = expiry_reason(candidate, snapshot, now)
             drifted = drift_reason(candidate, snapshot)
@@ -263,12 +278,36 @@ class DisruptionController:
                 elif not value and current is not None and current.get("status") == "True":
                     updates.append((kind, "False", kind, ""))
             if updates:
-                try:
-                    await self._writer.set_nodeclaim_conditions(claim, updates)
-                except KubeApiError as error:
-                    log.warning(
-                        "disruption_conditions_failed", nodeclaim=name_of(claim), error=str(error)
-                    )
+                await self._write_conditions(claim, updates)
+
+    async def _write_conditions(
+        self,
+        claim: KubeObject,
+        updates: list[tuple[str, Literal["True", "False", "Unknown"], str, str]],
+    ) -> None:
+        """Conditional on the claim's resourceVersion: the lifecycle controller writes the same
+        list (a blind write from a stale mirror copy would drop its `Initialized`). A conflict
+        is left to the next pass."""
+        now = self._clock()
+        conditions = conditions_of(claim)
+        for kind, status, reason, message in updates:
+            conditions = with_condition(
+                conditions, kind, status, reason=reason, message=message, now=now
+            )
+        patch = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": (claim.get("metadata") or {}).get("resourceVersion"),
+            },
+            {"op": "add", "path": "/status/conditions", "value": conditions},
+        ]
+        try:
+            await self._writer.objects.patch(
+                NODE_CLAIMS, name_of(claim), patch, subresource="status", patch_type="json"
+            )
+        except KubeApiError as error:
+            log.debug("disruption_conditions_deferred", nodeclaim=name_of(claim), error=str(error))
 
     # -- recording --------------------------------------------------------------------------
 

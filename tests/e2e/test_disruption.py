@@ -1,0 +1,260 @@
+"""Disruption end to end: the scheduler service (with its disruption controller on a frozen,
+test-moved clock) on LocalCloud + the actuator. Empty nodes go `consolidateAfter` after their
+last pod, expired nodes are replaced, a changed EC2NodeClass drifts its nodes out."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler_svc.disruption import DisruptionControllerSettings
+from scheduler_svc.kube.writer import parse_timestamp, utc_now
+from scheduler_svc.lifecycle.controller import LifecycleSettings
+from scheduler_svc.service import SchedulerService, ServiceOptions
+from tests.e2e.conftest import RunningScheduler, Stack, until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+
+class FrozenClock:
+    """Wall time that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = utc_now()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def set(self, moment: datetime) -> None:
+        self.now = moment
+
+
+async def start(stack: Stack, clock: FrozenClock) -> RunningScheduler:
+    options = ServiceOptions(
+        lifecycle=LifecycleSettings(tick_seconds=0.5),
+        disruption=DisruptionControllerSettings(
+            interval_seconds=0.2, min_interval_seconds=0.05, poll_seconds=0.05
+        ),
+        disruption_clock=clock,
+    )
+    service = SchedulerService(stack.settings(), options=options)
+    stop = asyncio.Event()
+    lines: list[str] = []
+    task = asyncio.create_task(service.run(stop, on_ready=lines.append))
+    running = RunningScheduler(service, stop, task, lines)
+    stack.schedulers.append(running)
+    await until(lambda: bool(lines) or task.done(), timeout_seconds=20)
+    if task.done():
+        task.result()
+    return running
+
+
+async def apply_pool(stack: Stack, **disruption: Any) -> None:
+    await stack.apply_pool(
+        requirements=[
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        ]
+    )
+    patch: dict[str, Any] = {"spec": {"disruption": disruption}}
+    if "expireAfter" in disruption:
+        expire = disruption.pop("expireAfter")
+        patch = {"spec": {"disruption": disruption, "template": {"spec": {"expireAfter": expire}}}}
+    await stack.store.patch("nodepools", "default", patch)
+
+
+async def create_deployment(stack: Stack, replicas: int, *, cpu: str = "500m") -> None:
+    await stack.store.create(
+        "deployments",
+        {
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [
+                            {
+                                "name": "web",
+                                "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": cpu, "memory": "512Mi"}},
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+        "default",
+    )
+
+
+async def delete_deployment(stack: Stack) -> None:
+    for deployment in await stack.objects("deployments", "default"):
+        await stack.store.delete("deployments", deployment["metadata"]["name"], "default")
+    for replica_set in await stack.objects("replicasets", "default"):
+        await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
+
+
+def conditions(claim: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in claim.get("status", {}).get("conditions", [])}
+
+
+def is_initialized(claim: dict[str, Any]) -> bool:
+    return any(
+        c["type"] == "Initialized" and c["status"] == "True"
+        for c in claim.get("status", {}).get("conditions", [])
+    )
+
+
+async def running(stack: Stack) -> int:
+    pods = await stack.objects("pods", "default")
+    return sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
+
+
+async def events(stack: Stack, reason: str) -> list[dict[str, Any]]:
+    return [e for e in await stack.objects("events", "default") if e.get("reason") == reason]
+
+
+def created_at(obj: dict[str, Any]) -> datetime:
+    moment = parse_timestamp(obj["metadata"]["creationTimestamp"])
+    assert moment is not None
+    return moment
+
+
+async def test_empty_nodes_go_consolidate_after_their_last_pod_and_not_before(
+    stack: Stack,
+) -> None:
+    """Nodes whose pods left stay while the clock is short of consolidateAfter (30 s) and are
+    all removed once it passes, each with a `Disrupting` Event saying Empty."""
+    clock = FrozenClock()
+    await apply_pool(stack, consolidationPolicy="WhenEmpty", consolidateAfter="30s")
+    scheduler = await start(stack, clock)
+    names = await stack.create_pods(3, cpu="3", memory="1Gi")
+    await until(lambda: _equals(running(stack), len(names)), timeout_seconds=30)
+    claims = await stack.objects("nodeclaims")
+    assert len(claims) >= 2
+    for name in names:
+        await stack.store.delete("pods", name, "default", grace_period_seconds=0)
+    await until(lambda: _equals(running(stack), 0))
+    controller = scheduler.service.disruption
+    assert controller is not None
+    passes = controller.passes
+    await until(lambda: controller.passes >= passes + 5)
+    assert len(await stack.objects("nodeclaims")) == len(claims)  # 0 s quiet: all stay
+
+    async def marked_empty() -> bool:
+        # Empty is added next to the lifecycle's conditions, never in their place.
+        return all(
+            conditions(c).get("Empty") == "True" and conditions(c).get("Initialized") == "True"
+            for c in await stack.objects("nodeclaims")
+        )
+
+    await until(marked_empty)
+
+    newest = max(created_at(c) for c in claims)
+    clock.set(max(newest, clock.now) + timedelta(seconds=31))
+
+    async def all_gone() -> bool:
+        return not await stack.objects("nodeclaims") and not await stack.objects("nodes")
+
+    await until(all_gone, timeout_seconds=30)
+    disrupting = await events(stack, "Disrupting")
+    claim_names = {c["metadata"]["name"] for c in claims}
+    assert claim_names <= {e["involvedObject"]["name"] for e in disrupting}
+    assert all(e["message"].startswith("Empty: ") for e in disrupting)
+    assert not stack.running_instances()
+
+
+async def test_an_expired_node_is_replaced_and_its_pods_move(stack: Stack) -> None:
+    """Past expireAfter (1800 s on the clock) a node is replaced: the replacement claim is
+    Initialized before the old one goes, and the Deployment's pod runs on the new node."""
+    clock = FrozenClock()
+    await apply_pool(
+        stack, consolidationPolicy="WhenEmpty", consolidateAfter="30s", expireAfter="1800s"
+    )
+    await start(stack, clock)
+    try:
+        await create_deployment(stack, 1)
+        await until(lambda: _equals(running(stack), 1), timeout_seconds=30)
+        (old,) = await stack.objects("nodeclaims")
+        born = created_at(old)
+        # The replacement must be born at least a second (creationTimestamp resolution) later.
+        await until(lambda: time.time() > born.timestamp() + 2.5, timeout_seconds=5)
+        clock.set(born + timedelta(seconds=1801))
+
+        async def replaced() -> list[dict[str, Any]]:
+            claims = await stack.objects("nodeclaims")
+            if any(c["metadata"]["name"] == old["metadata"]["name"] for c in claims):
+                return []
+            return [c for c in claims if is_initialized(c)]
+
+        (new,) = await until(replaced, timeout_seconds=45)
+        await until(lambda: _equals(running(stack), 1), timeout_seconds=30)
+        pods = await stack.objects("pods", "default")
+        assert pods[0]["spec"]["nodeName"] == new["status"]["nodeName"]
+        disrupting = [
+            e
+            for e in await events(stack, "Disrupting")
+            if e["involvedObject"]["name"] == old["metadata"]["name"]
+        ]
+        assert disrupting
+        assert disrupting[0]["message"].startswith("Expired: ")
+        assert new["metadata"]["name"] in disrupting[0]["message"]
+    finally:
+        await delete_deployment(stack)
+
+
+async def test_an_ec2nodeclass_change_drifts_its_nodes_out(stack: Stack) -> None:
+    """After the EC2NodeClass's tags change, its node (stamped with the old hash) is marked
+    Drifted and replaced by a node launched with the new class."""
+    clock = FrozenClock()
+    await apply_pool(stack, consolidationPolicy="WhenEmpty", consolidateAfter="30s")
+    await start(stack, clock)
+    try:
+        await create_deployment(stack, 1)
+        await until(lambda: _equals(running(stack), 1), timeout_seconds=30)
+
+        async def stamped() -> list[dict[str, Any]]:
+            claims = await stack.objects("nodeclaims")
+            return [
+                c
+                for c in claims
+                if "daiku.dev/ec2nodeclass-hash" in c["metadata"].get("annotations", {})
+                and "daiku.dev/nodepool-hash" in c["metadata"].get("annotations", {})
+            ]
+
+        (old,) = await until(stamped)
+        await stack.store.patch("ec2nodeclasses", "default", {"spec": {"tags": {"team": "web"}}})
+
+        async def replaced() -> list[dict[str, Any]]:
+            claims = await stack.objects("nodeclaims")
+            if any(c["metadata"]["name"] == old["metadata"]["name"] for c in claims):
+                return []
+            return [c for c in claims if is_initialized(c)]
+
+        (new,) = await until(replaced, timeout_seconds=45)
+        (new,) = await until(stamped)
+        assert (
+            new["metadata"]["annotations"]["daiku.dev/ec2nodeclass-hash"]
+            != old["metadata"]["annotations"]["daiku.dev/ec2nodeclass-hash"]
+        )
+        disrupting = [
+            e
+            for e in await events(stack, "Disrupting")
+            if e["involvedObject"]["name"] == old["metadata"]["name"]
+        ]
+        assert disrupting
+        assert disrupting[0]["message"].startswith("Drifted: ")
+        await until(lambda: _equals(running(stack), 1), timeout_seconds=30)
+    finally:
+        await delete_deployment(stack)
+
+
+async def _equals(value: Any, expected: int) -> bool:
+    return bool((await value) == expected)
