@@ -12,8 +12,11 @@ in this order, each step derived from the API server's state so a restarted lead
    Karpenter does: they asked to stay). Pods annotated `daiku.dev/do-not-disrupt` or
    `karpenter.sh/do-not-disrupt` are not evicted and hold the drain;
 3. **force**: once the claim's `terminationGracePeriod` (its spec, else its NodePool's) has run
-   out since the claim's deletionTimestamp, the pods still there are deleted with grace 0.
-   Without a grace period a PDB or do-not-disrupt pod holds the drain indefinitely;
+   out since the claim's deletionTimestamp, the drain stops waiting (event
+   `TerminationGracePeriodExpired` lists the pods left): they go with the instance and the pod
+   garbage collector removes them with their Node. (Deleting them first would need `delete` on
+   pods, which the scheduler's RBAC deliberately withholds.) Without a grace period a PDB or
+   do-not-disrupt pod holds the drain indefinitely;
 4. **terminate**: `TerminateNodeClaim` (event `Terminating`), until the instance is
    shutting-down, terminated or unknown to the actuator;
 5. **release**: the Node is deleted and loses our finalizer, then the NodeClaim does.
@@ -53,7 +56,6 @@ from scheduler_svc.kube.resources import (
     NODE_POOLS,
     NODES,
     POD_DISRUPTION_BUDGETS,
-    PODS,
     KubeObject,
 )
 from scheduler_svc.kube.writer import KubeWriter, name_of, parse_timestamp, utc_now
@@ -252,7 +254,6 @@ class Terminator:
         retry_at: dict[str, float] = {}
         failures: dict[str, int] = {}
         reported: set[str] = set()
-        forced: set[str] = set()
         settings = self.settings
         while True:
             claim = self._mirror.nodeclaim(claim_name)
@@ -266,14 +267,11 @@ class Terminator:
                 log.info("node_drained", nodeclaim=claim_name, node=name_of(node))
                 return
             deadline = self._deadline(claim)
-            force = deadline is not None and self._clock() >= deadline
+            if deadline is not None and self._clock() >= deadline:
+                await self._give_up_drain(claim, node, pods)
+                return
             for pod in pods:
                 key = pod_key(pod)
-                if force:
-                    if key not in forced:
-                        forced.add(key)
-                        await self._force_delete(claim, node, pod)
-                    continue
                 if _metadata(pod).get("deletionTimestamp") or loop.time() < retry_at.get(key, 0):
                     continue
                 if has_do_not_disrupt(_annotations(pod)):
@@ -349,23 +347,21 @@ class Terminator:
                 return f"{namespace}/{name_of(pdb)}"
         return None
 
-    async def _force_delete(self, claim: KubeObject, node: KubeObject, pod: KubeObject) -> None:
-        metadata = _metadata(pod)
-        namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
-        try:
-            await self._writer.objects.delete(PODS, name, namespace, grace_period_seconds=0)
-        except KubeNotFoundError:
-            return
-        except KubeApiError as error:
-            log.warning("pod_force_delete_failed", pod=f"{namespace}/{name}", error=str(error))
-            return
-        self._metrics.evictions.labels(result="forced").inc()
-        log.info("pod_force_deleted", pod=f"{namespace}/{name}", node=name_of(node))
+    async def _give_up_drain(
+        self, claim: KubeObject, node: KubeObject, pods: list[KubeObject]
+    ) -> None:
+        """The grace period ran out: the pods left go with the instance (the pod garbage
+        collector deletes them once their Node is gone). Deleting them here would need `delete`
+        on pods, which the scheduler's RBAC deliberately does not grant."""
+        keys = sorted(pod_key(p) for p in pods)
+        self._metrics.evictions.labels(result="forced").inc(len(keys))
+        shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+        log.warning("drain_grace_period_expired", nodeclaim=name_of(claim), pods=keys)
         await self.record(
             claim,
             node,
-            "PodForceDeleted",
-            f"pod {namespace}/{name} deleted: the termination grace period ran out",
+            "TerminationGracePeriodExpired",
+            f"terminating with {len(keys)} pods still on the node: {shown}",
             warning=True,
         )
 
