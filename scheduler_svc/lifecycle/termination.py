@@ -9,8 +9,10 @@ in this order, each step derived from the API server's state so a restarted lead
    (`eviction_backoff_*`) and reported once as `DisruptionBlocked: pdb <ns>/<name>`. Left in
    place: DaemonSet pods (the DaemonSet would put them back), mirror pods
    (`kubernetes.io/config.mirror`), finished pods and pods tolerating the disrupted taint (as
-   Karpenter does: they asked to stay). Pods annotated `daiku.dev/do-not-disrupt` or
-   `karpenter.sh/do-not-disrupt` are not evicted and hold the drain;
+   Karpenter does: they asked to stay), and pods stuck terminating (a minute past their
+   deletionTimestamp: a dead kubelet will not finish them). Pods annotated
+   `daiku.dev/do-not-disrupt` or `karpenter.sh/do-not-disrupt` are not evicted and hold the
+   drain;
 3. **force**: once the claim's `terminationGracePeriod` (its spec, else its NodePool's) has run
    out since the claim's deletionTimestamp, the drain stops waiting (event
    `TerminationGracePeriodExpired` lists the pods left): they go with the instance and the pod
@@ -69,6 +71,7 @@ DISRUPTED_TAINT: dict[str, str] = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSche
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 GONE_INSTANCE_STATES = frozenset({"shutting-down", "terminated"})
 _TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
+STUCK_TERMINATING_SECONDS = 60.0
 _DISRUPTED = Taint(key=DISRUPTED_TAINT_KEY, effect=TaintEffect.NO_SCHEDULE)
 
 
@@ -133,6 +136,14 @@ def is_drained_by_termination(pod: KubeObject) -> bool:
     ):
         return False
     return not any(t.tolerates(_DISRUPTED) for t in _tolerations(pod))
+
+
+def is_stuck_terminating(pod: KubeObject, now: datetime) -> bool:
+    """Deleted, and a minute past the moment its grace period ended (deletionTimestamp), yet
+    still there: its kubelet is not finishing it (dead node), so it must not hold the drain
+    (Karpenter's IsStuckTerminating)."""
+    deleted = parse_timestamp(_metadata(pod).get("deletionTimestamp"))
+    return deleted is not None and now - deleted > timedelta(seconds=STUCK_TERMINATING_SECONDS)
 
 
 def _selector(pdb: KubeObject) -> LabelSelector | None:
@@ -260,14 +271,17 @@ class Terminator:
             node = self.node_of(claim) if claim is not None else None
             if claim is None or node is None:
                 return
+            now = self._clock()
             pods = [
-                p for p in self._mirror.pods_on_node(name_of(node)) if is_drained_by_termination(p)
+                p
+                for p in self._mirror.pods_on_node(name_of(node))
+                if is_drained_by_termination(p) and not is_stuck_terminating(p, now)
             ]
             if not pods:
                 log.info("node_drained", nodeclaim=claim_name, node=name_of(node))
                 return
             deadline = self._deadline(claim)
-            if deadline is not None and self._clock() >= deadline:
+            if deadline is not None and now >= deadline:
                 await self._give_up_drain(claim, node, pods)
                 return
             for pod in pods:

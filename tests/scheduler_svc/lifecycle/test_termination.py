@@ -3,6 +3,7 @@ the eviction backoff."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from scheduler_svc.lifecycle.termination import (
     Terminator,
     grace_period_seconds,
     is_drained_by_termination,
+    is_stuck_terminating,
 )
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.state.cluster import ClusterMirror
@@ -86,3 +88,14 @@ def test_eviction_backoff_doubles_up_to_the_cap_with_jitter() -> None:
     )
     assert [terminator.eviction_backoff_seconds(n) for n in (1, 2, 3, 5)] == [1.0, 2.0, 4.0, 10.0]
     assert terminator.eviction_backoff_seconds(5) == 5.0
+
+
+def test_a_pod_a_minute_past_its_deletion_timestamp_is_stuck() -> None:
+    """A deleted pod still there a minute after its deletionTimestamp no longer holds a drain;
+    one within the minute (or not deleted) does."""
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    deleted = pod(metadata={"deletionTimestamp": "2026-01-01T11:58:59Z"})
+    recent = pod(metadata={"deletionTimestamp": "2026-01-01T11:59:30Z"})
+    assert is_stuck_terminating(deleted, now)
+    assert not is_stuck_terminating(recent, now)
+    assert not is_stuck_terminating(pod(phase="Running"), now)
