@@ -221,3 +221,47 @@ async def test_an_instance_stopping_event_disrupts_its_node(stack: Stack) -> Non
         )
         == 1
     )
+
+
+async def test_only_the_leader_acts_on_cloud_events(stack: Stack) -> None:
+    """Of two replicas only the Lease holder watches cloud events: a spot warning is handled
+    once, by the leader; the standby never opened the stream."""
+    lease: dict[str, Any] = {
+        "leader_elect": True,
+        "leader_election_namespace": "default",
+        "lease_duration_seconds": 3.0,
+        "lease_renew_deadline_seconds": 2.0,
+        "lease_retry_period_seconds": 0.2,
+    }
+    pool = demo_object("nodepool.yaml")
+    pool["spec"]["template"]["spec"]["requirements"] = SPOT_XLARGE
+    await stack.store.create("ec2nodeclasses", demo_object("ec2nodeclass.yaml"))
+    await stack.store.create("nodepools", pool)
+    leader = await stack.start_scheduler(lifecycle=FAST, leader_election_identity="a", **lease)
+    await until(lambda: leader.service.is_leading)
+    standby = await stack.start_scheduler(lifecycle=FAST, leader_election_identity="b", **lease)
+    await stack.create_pods(1, cpu="500m", memory="256Mi")
+    await until(lambda: _one_running(stack), timeout_seconds=30)
+    [claim] = await stack.objects("nodeclaims")
+    [instance] = stack.running_instances()
+
+    stack.cloud.ec2.send_spot_interruption(instance["InstanceId"])
+
+    async def deleted() -> bool:
+        return claim["metadata"]["name"] not in [
+            c["metadata"]["name"] for c in await stack.objects("nodeclaims")
+        ]
+
+    await until(deleted, timeout_seconds=20)
+    disrupted = (
+        'daiku_scheduler_cloud_events_total{action="disrupted",kind="SpotInterruptionWarning"}'
+    )
+    assert metric(leader, disrupted) == 1
+    assert metric(standby, disrupted) == 0
+    assert standby.service.interruption is not None
+    assert not standby.service.interruption.connected.is_set()
+
+
+async def _one_running(stack: Stack) -> bool:
+    pods = await stack.objects("pods", "default")
+    return [p.get("status", {}).get("phase") for p in pods] == ["Running"]
