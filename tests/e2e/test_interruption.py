@@ -4,6 +4,7 @@ WatchCloudEvents -> the scheduler cordons, drains and replaces the node."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -133,6 +134,7 @@ async def test_a_spot_interruption_drains_and_replaces_the_node(stack: Stack) ->
         "spot",
     )
 
+    sent = time.monotonic()
     stack.cloud.ec2.send_spot_interruption(instance["InstanceId"])
 
     async def cordoned() -> bool:
@@ -146,6 +148,7 @@ async def test_a_spot_interruption_drains_and_replaces_the_node(stack: Stack) ->
         return running if running and node["metadata"]["name"] not in running.values() else {}
 
     placement = await until(moved, timeout_seconds=40)
+    assert time.monotonic() - sent < 120  # within the two-minute warning
     assert len(set(placement.values())) == 1
     claims = await stack.objects("nodeclaims")
     assert claim["metadata"]["name"] not in [c["metadata"]["name"] for c in claims]
