@@ -1,12 +1,14 @@
 """Disruption end to end: the scheduler service (with its disruption controller on a frozen,
 test-moved clock) on LocalCloud + the actuator. Empty nodes go `consolidateAfter` after their
-last pod, expired nodes are replaced, a changed EC2NodeClass drifts its nodes out."""
+last pod, expired nodes are replaced, a changed EC2NodeClass drifts its nodes out, three
+underutilized nodes merge into one, PDBs and budgets block with Events."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -258,3 +260,172 @@ async def test_an_ec2nodeclass_change_drifts_its_nodes_out(stack: Stack) -> None
 
 async def _equals(value: Any, expected: int) -> bool:
     return bool((await value) == expected)
+
+
+SMALL_TYPES = [
+    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": ["c5.large", "c5.xlarge"],
+    },
+]
+
+
+async def test_three_underutilized_nodes_merge_into_one_cheaper_node(stack: Stack) -> None:
+    """Three c5.xlarge nodes left with one 500m pod each are replaced by one c5.large after
+    the validation wait (clock), the replacement Initialized first; the merged node, which no
+    cheaper type could replace, then gets `Unconsolidatable: would cost more`."""
+    clock = FrozenClock()
+    await stack.apply_pool(requirements=SMALL_TYPES)
+    await stack.store.patch(
+        "nodepools",
+        "default",
+        {
+            "spec": {
+                "disruption": {
+                    "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                    "consolidateAfter": "30s",
+                    "budgets": [{"nodes": "100%"}],
+                }
+            }
+        },
+    )
+    scheduler = await start(stack, clock)
+    try:
+        await create_deployment(stack, 0)
+        # Each round: a 3-CPU filler takes a new c5.xlarge, then one more 500m replica fits
+        # only beside it (the other nodes are full).
+        for i in range(3):
+            await stack.create_pods(1, cpu="3", memory="512Mi", prefix=f"filler{i}")
+            await until(partial(running_is, stack, 2 * i + 1), timeout_seconds=30)
+            await stack.store.patch(
+                "deployments", "web", {"spec": {"replicas": i + 1}}, namespace="default"
+            )
+            await until(partial(running_is, stack, 2 * i + 2), timeout_seconds=30)
+        old = await stack.objects("nodeclaims")
+        assert len(old) == 3
+        for i in range(3):
+            await stack.store.delete("pods", f"filler{i}-0", "default", grace_period_seconds=0)
+        await until(lambda: _equals(running(stack), 3))
+
+        async def fillers_gone() -> bool:
+            pods = await stack.objects("pods", "default")
+            return not any(p["metadata"]["name"].startswith("filler") for p in pods)
+
+        await until(fillers_gone)
+        controller = scheduler.service.disruption
+        assert controller is not None
+        passes = controller.passes
+        await until(lambda: controller.passes >= passes + 3)  # the mirror saw them go
+        newest = max(created_at(c) for c in old)
+        decided = max(newest, clock.now) + timedelta(seconds=60)
+        clock.set(decided)
+
+        async def consolidatable() -> bool:
+            claims = await stack.objects("nodeclaims")
+            return len(claims) == 3 and all(
+                conditions(c).get("Consolidatable") == "True" for c in claims
+            )
+
+        await until(consolidatable, timeout_seconds=30)
+        assert len(await stack.objects("nodeclaims")) == 3  # waiting for validation
+        clock.set(decided + timedelta(seconds=16))
+        old_names = {c["metadata"]["name"] for c in old}
+
+        async def merged() -> list[dict[str, Any]]:
+            claims = await stack.objects("nodeclaims")
+            if any(c["metadata"]["name"] in old_names for c in claims):
+                return []
+            return [c for c in claims if is_initialized(c)]
+
+        (new,) = await until(merged, timeout_seconds=45)
+        await until(lambda: _equals(running(stack), 3), timeout_seconds=30)
+        node = next(
+            n
+            for n in await stack.objects("nodes")
+            if n["metadata"]["name"] == new["status"]["nodeName"]
+        )
+        assert node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "c5.large"
+        disrupting = [
+            e for e in await events(stack, "Disrupting") if e["involvedObject"]["name"] in old_names
+        ]
+        assert {e["involvedObject"]["name"] for e in disrupting} == old_names
+        assert all(e["message"].startswith("Underutilized: ") for e in disrupting)
+
+        clock.set(decided + timedelta(seconds=16 + 31))
+
+        async def unconsolidatable() -> list[dict[str, Any]]:
+            return [
+                e
+                for e in await events(stack, "Unconsolidatable")
+                if e["involvedObject"]["name"] == new["metadata"]["name"]
+                and "would cost more" in e["message"]
+            ]
+
+        await until(unconsolidatable, timeout_seconds=30)
+        assert len(await stack.objects("nodeclaims")) == 1
+    finally:
+        await delete_deployment(stack)
+
+
+async def test_a_pdb_and_a_zero_budget_block_disruption_with_events(stack: Stack) -> None:
+    """An expired node whose pod a PDB (0 disruptions allowed) covers stays, with
+    `DisruptionBlocked` naming the PDB on its Node and NodeClaim; without the PDB, a budget of
+    0 nodes blocks it, and the Event names the budget."""
+    clock = FrozenClock()
+    await apply_pool(
+        stack, consolidationPolicy="WhenEmpty", consolidateAfter="30s", expireAfter="1800s"
+    )
+    await start(stack, clock)
+    try:
+        await create_deployment(stack, 1)
+        await until(lambda: _equals(running(stack), 1), timeout_seconds=30)
+        await stack.store.create(
+            "poddisruptionbudgets",
+            {
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}},
+            },
+            "default",
+        )
+
+        async def pdb_counted() -> bool:
+            (pdb,) = await stack.objects("poddisruptionbudgets", "default")
+            return bool(pdb.get("status", {}).get("disruptionsAllowed") == 0)
+
+        await until(pdb_counted)
+        (claim,) = await stack.objects("nodeclaims")
+        node_name = claim["status"]["nodeName"]
+        clock.set(created_at(claim) + timedelta(seconds=1801))
+
+        async def blocked(word: str) -> set[str]:
+            return {
+                e["involvedObject"]["name"]
+                for e in await events(stack, "DisruptionBlocked")
+                if word in e["message"]
+            }
+
+        wanted = {node_name, claim["metadata"]["name"]}
+        await until(lambda: _superset(blocked("pdb default/web"), wanted))
+        await stack.store.patch(
+            "nodepools", "default", {"spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}
+        )
+        await stack.store.delete("poddisruptionbudgets", "web", "default")
+        await until(lambda: _superset(blocked("budget"), wanted))
+        assert [c["metadata"]["name"] for c in await stack.objects("nodeclaims")] == [
+            claim["metadata"]["name"]
+        ]
+    finally:
+        await delete_deployment(stack)
+        for pdb in await stack.objects("poddisruptionbudgets", "default"):
+            await stack.store.delete("poddisruptionbudgets", pdb["metadata"]["name"], "default")
+
+
+async def _superset(value: Any, wanted: set[str]) -> bool:
+    found: set[str] = await value
+    return wanted <= found
+
+
+async def running_is(stack: Stack, count: int) -> bool:
+    return bool(await running(stack) == count)
