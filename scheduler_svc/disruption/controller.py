@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -70,6 +71,7 @@ from scheduler_svc.state.core_snapshot import CoreSnapshotter
 
 log = structlog.get_logger(__name__)
 
+_DIGITS = re.compile(r"[-\d.]+")
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 _WATCHED = frozenset({PODS, NODES, NODE_CLAIMS, NODE_POOLS, EC2_NODE_CLASSES})
 InstanceTypesSource = Callable[[], Awaitable[tuple[InstanceType, ...]]]
@@ -331,7 +333,9 @@ class DisruptionController:
                 log.warning("disruption_event_failed", object=name_of(obj), error=str(error))
 
     async def _report_blocked(self, node: str, event_reason: str, message: str) -> None:
-        text = f"{event_reason}: {message}"
+        # Durations in messages move every pass ("pods changed 12s ago"): without them, one
+        # Event per distinct reason, not one per pass.
+        text = _DIGITS.sub("#", f"{event_reason}: {message}")
         if self._reported.get(node) == text:
             return
         self._reported[node] = text
