@@ -84,6 +84,9 @@ _EPHEMERAL_TAINT_KEYS = frozenset(
     }
 )
 _EVENT_CONCURRENCY = 16
+# Retrying a round whose catalog was unavailable: 1, 2, 4 … seconds, capped.
+_CATALOG_RETRY_FIRST_SECONDS = 1.0
+_CATALOG_RETRY_MAX_SECONDS = 30.0
 
 
 @dataclass
@@ -98,6 +101,9 @@ class RoundResult:
     invalid: list[str] = field(default_factory=list)
     solve_seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds it took
+    # The actuator could not list instance types: the round must be tried again, since no pod
+    # change will come to trigger it.
+    catalog_unavailable: bool = False
     first_launch_sent_at: float | None = None  # loop time
     last_launch_sent_at: float | None = None
 
@@ -211,6 +217,7 @@ class Provisioner:
         if self.provisionable_pod_count():
             self.batcher.trigger()  # pods pending from before we started (or led)
         await self._warm_catalog()
+        catalog_retry_seconds = _CATALOG_RETRY_FIRST_SECONDS
         while True:
             window = await self.batcher.wait()
             self.last_window = window
@@ -221,6 +228,14 @@ class Provisioner:
                 log.exception("provisioning_round_failed")
                 await asyncio.sleep(1.0)
                 self.batcher.trigger()
+                continue
+            if self.last_round.catalog_unavailable:
+                log.info("provisioning_retry_after_catalog", seconds=catalog_retry_seconds)
+                await asyncio.sleep(catalog_retry_seconds)
+                catalog_retry_seconds = min(2 * catalog_retry_seconds, _CATALOG_RETRY_MAX_SECONDS)
+                self.batcher.trigger()
+            else:
+                catalog_retry_seconds = _CATALOG_RETRY_FIRST_SECONDS
 
     async def _warm_catalog(self) -> None:
         """Fetch and index the instance types of every EC2NodeClass now, so the first batch does
@@ -305,6 +320,7 @@ class Provisioner:
                 result.timings["catalog"] = self._clock() - fetch_started
             except ActuatorError as error:
                 log.warning("instance_types_unavailable", error=str(error))
+                result.catalog_unavailable = True
                 for pod in remaining:
                     unschedulable[pod.key] = UnschedulablePod(
                         pod.key, f"instance types unavailable: {error.message}"

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
+from actuator_svc.service import ActuatorSettings, serve
 from scheduler_svc.core.quantity import resource_units
-from tests.e2e.conftest import Stack, until
+from tests.e2e.conftest import Stack, free_port, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -198,3 +200,34 @@ async def test_pods_pending_while_a_node_boots_go_to_that_node_not_a_new_claim(
         assert len(stack.running_instances()) == 1
     finally:
         kubelets.boot_seconds = 0.0
+
+
+async def test_pods_wait_for_a_late_actuator_and_then_get_nodes(stack: Stack) -> None:
+    """A scheduler that starts before its actuator reports the pods FailedProvisioning
+    ("instance types unavailable") and retries by itself: once the actuator serves, they run."""
+    port = free_port()
+    await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+    await stack.start_scheduler(actuator_address=f"127.0.0.1:{port}")
+    await stack.create_pods(2, cpu="500m", memory="512Mi")
+
+    async def reported() -> bool:
+        return any(
+            "instance types unavailable" in e.get("message", "")
+            for e in await events(stack, "FailedProvisioning")
+        )
+
+    await until(reported, timeout_seconds=30)
+    settings = ActuatorSettings(
+        listen=f"127.0.0.1:{port}",
+        cluster_name=stack.cloud.cluster_name,
+        endpoints=AwsEndpoints(
+            ec2=stack.cloud.ec2.endpoint_url, pricing=stack.cloud.ec2.endpoint_url
+        ),
+        retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
+    )
+    async with serve(settings):
+
+        async def both_running() -> bool:
+            return await running_pods(stack) == 2
+
+        await until(both_running, timeout_seconds=90)
