@@ -228,11 +228,10 @@ class Stack:
         return [i for r in reservations for i in r["Instances"]]
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    """One LocalCloud + actuator per module: the actuator's catalog prefetch through moto takes
-    ~10 s, too long to pay per test."""
-    tmp_path = tmp_path_factory.mktemp("e2e")
+@contextlib.asynccontextmanager
+async def local_cloud_with_crds(tmp_path: Path) -> AsyncIterator[LocalCloud]:
+    """LocalCloud (boot 0, fast EC2 polling) with daiku's CRDs installed, and the emulator's
+    dummy AWS credentials in the environment for the actuator's client."""
     with pytest.MonkeyPatch.context() as patch:
         for variable, value in {
             "AWS_ACCESS_KEY_ID": "testing",
@@ -247,14 +246,23 @@ async def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
                 await cloud.kube.store.create(
                     "customresourcedefinitions", yaml.safe_load(crd.read_text())
                 )
-            settings = ActuatorSettings(
-                listen="127.0.0.1:0",
-                cluster_name=cloud.cluster_name,
-                endpoints=AwsEndpoints(ec2=cloud.ec2.endpoint_url, pricing=cloud.ec2.endpoint_url),
-                retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
-            )
-            async with serve(settings) as actuator:
-                yield Stack(cloud, actuator, tmp_path)
+            yield cloud
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    """One LocalCloud + actuator per module: the actuator's catalog prefetch through moto takes
+    ~10 s, too long to pay per test."""
+    tmp_path = tmp_path_factory.mktemp("e2e")
+    async with local_cloud_with_crds(tmp_path) as cloud:
+        settings = ActuatorSettings(
+            listen="127.0.0.1:0",
+            cluster_name=cloud.cluster_name,
+            endpoints=AwsEndpoints(ec2=cloud.ec2.endpoint_url, pricing=cloud.ec2.endpoint_url),
+            retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
+        )
+        async with serve(settings) as actuator:
+            yield Stack(cloud, actuator, tmp_path)
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -11,7 +11,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 from aiohttp import web
 
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
@@ -19,7 +18,14 @@ from actuator_svc.service import ActuatorSettings, RunningActuator, serve
 from localcloud.cluster import LocalCloud
 from scheduler_svc.lifecycle.interruption import InterruptionSettings
 from scheduler_svc.service import SchedulerService, ServiceOptions
-from tests.e2e.conftest import CRDS, RunningScheduler, Stack, demo_object, free_port, until
+from tests.e2e.conftest import (
+    RunningScheduler,
+    Stack,
+    demo_object,
+    free_port,
+    local_cloud_with_crds,
+    until,
+)
 from tests.e2e.test_termination import FAST, events_about, running
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
@@ -92,22 +98,11 @@ def actuator_settings(cloud: LocalCloud, proxy: HoldingProxy, port: int) -> Actu
 
 @contextlib.asynccontextmanager
 async def cloud_and_proxy(tmp_path: Any) -> AsyncIterator[tuple[LocalCloud, HoldingProxy]]:
-    with pytest.MonkeyPatch.context() as patch:
-        for variable, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            patch.setenv(variable, value)
-        async with LocalCloud(
-            boot_seconds=0, ec2_poll_seconds=0.05, kubeconfig_path=tmp_path / "kubeconfig"
-        ) as cloud:
-            for crd in sorted(CRDS.glob("*.yaml")):
-                await cloud.kube.store.create(
-                    "customresourcedefinitions", yaml.safe_load(crd.read_text())
-                )
-            async with HoldingProxy(cloud.ec2.endpoint_url) as proxy:
-                yield cloud, proxy
+    async with (
+        local_cloud_with_crds(tmp_path) as cloud,
+        HoldingProxy(cloud.ec2.endpoint_url) as proxy,
+    ):
+        yield cloud, proxy
 
 
 def claim_instances(stack: Stack, claim_name: str) -> list[dict[str, Any]]:

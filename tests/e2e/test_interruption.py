@@ -10,13 +10,11 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
 
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
 from actuator_svc.service import ActuatorSettings, serve
-from localcloud.cluster import LocalCloud
 from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY
-from tests.e2e.conftest import CRDS, Stack, demo_object, until
+from tests.e2e.conftest import Stack, demo_object, local_cloud_with_crds, until
 from tests.e2e.test_termination import FAST, events_about, metric
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
@@ -35,31 +33,18 @@ SPOT_XLARGE = [
 async def queue_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     """LocalCloud and an actuator reading the emulator's interruption queue."""
     tmp_path = tmp_path_factory.mktemp("interruption")
-    with pytest.MonkeyPatch.context() as patch:
-        for variable, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            patch.setenv(variable, value)
-        async with LocalCloud(
-            boot_seconds=0, ec2_poll_seconds=0.05, kubeconfig_path=tmp_path / "kubeconfig"
-        ) as cloud:
-            for crd in sorted(CRDS.glob("*.yaml")):
-                await cloud.kube.store.create(
-                    "customresourcedefinitions", yaml.safe_load(crd.read_text())
-                )
-            endpoint = cloud.ec2.endpoint_url
-            settings = ActuatorSettings(
-                listen="127.0.0.1:0",
-                cluster_name=cloud.cluster_name,
-                endpoints=AwsEndpoints(ec2=endpoint, sqs=endpoint, pricing=endpoint),
-                interruption_queue=cloud.ec2.interruption_queue_name,
-                interruption_wait_seconds=1,
-                retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
-            )
-            async with serve(settings) as actuator:
-                yield Stack(cloud, actuator, tmp_path)
+    async with local_cloud_with_crds(tmp_path) as cloud:
+        endpoint = cloud.ec2.endpoint_url
+        settings = ActuatorSettings(
+            listen="127.0.0.1:0",
+            cluster_name=cloud.cluster_name,
+            endpoints=AwsEndpoints(ec2=endpoint, sqs=endpoint, pricing=endpoint),
+            interruption_queue=cloud.ec2.interruption_queue_name,
+            interruption_wait_seconds=1,
+            retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
+        )
+        async with serve(settings) as actuator:
+            yield Stack(cloud, actuator, tmp_path)
 
 
 @pytest_asyncio.fixture(loop_scope="module")
