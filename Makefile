@@ -51,6 +51,8 @@ $(BUF):
 	npm install --silent --no-audit --no-fund --prefix .tools/buf @bufbuild/buf@1.75.0
 
 lint-deploy: setup $(BUF) ## validate deploy/ (kustomize + kubernetes-validate --strict), compose file, protos (buf)
+	@command -v docker-compose >/dev/null 2>&1 || { apt-get update -qq && \
+		apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; }
 	@for overlay in deploy/overlays/*/; do \
 		echo "kubernetes-validate $$overlay"; \
 		kubectl kustomize $$overlay | $(RUN) kubernetes-validate --strict --quiet -k 1.32.0 - || exit 1; \
