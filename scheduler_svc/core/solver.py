@@ -450,36 +450,22 @@ class _Solver:
                     f"topology spread on {spread.topology_key} (maxSkew {spread.max_skew})",
                 )
             )
-        affinity = list(pod.pod_affinity) + [
-            s.term for s in cls.softs if s.kind == "affinity" and s.term
-        ]
-        for term in affinity:
-            namespaces = frozenset(term.namespaces) or own_namespace
-            selector = term.label_selector.requirements
-            gid = self._group(term.topology_key, selector, namespaces)
-            cls.affinity.append(
-                _AffinityRef(
-                    gid,
-                    term.topology_key,
-                    namespace_ok(cls.namespace, namespaces) and selector.matches(cls.labels),
-                    f"pod affinity on {term.topology_key}",
+        for refs, hard, kind, what in (
+            (cls.affinity, pod.pod_affinity, "affinity", "pod affinity"),
+            (cls.anti, pod.pod_anti_affinity, "anti", "pod anti-affinity"),
+        ):
+            terms = list(hard) + [s.term for s in cls.softs if s.kind == kind and s.term]
+            for term in terms:
+                namespaces = frozenset(term.namespaces) or own_namespace
+                selector = term.label_selector.requirements
+                refs.append(
+                    _AffinityRef(
+                        self._group(term.topology_key, selector, namespaces),
+                        term.topology_key,
+                        namespace_ok(cls.namespace, namespaces) and selector.matches(cls.labels),
+                        f"{what} on {term.topology_key}",
+                    )
                 )
-            )
-        anti = list(pod.pod_anti_affinity) + [
-            s.term for s in cls.softs if s.kind == "anti" and s.term
-        ]
-        for term in anti:
-            namespaces = frozenset(term.namespaces) or own_namespace
-            selector = term.label_selector.requirements
-            gid = self._group(term.topology_key, selector, namespaces)
-            cls.anti.append(
-                _AffinityRef(
-                    gid,
-                    term.topology_key,
-                    namespace_ok(cls.namespace, namespaces) and selector.matches(cls.labels),
-                    f"pod anti-affinity on {term.topology_key}",
-                )
-            )
         for term in pod.pod_anti_affinity:
             namespaces = frozenset(term.namespaces) or own_namespace
             cls.inverse_owned.append(
