@@ -47,7 +47,7 @@ app.add_typer(explain_app, name="explain")
 
 async def _list(objects: KubeObjects, resource: Resource) -> tuple[tuple[KubeObject, ...], str]:
     # KubeObjects has no list call (the service lists through its watches); one GET is enough.
-    answer = await objects._call("GET", resource.collection_path())
+    answer = await objects.request("GET", resource.collection_path())
     items = answer.get("items") or []
     version = resource_version_of(answer) or "0"
     return tuple(i for i in items if isinstance(i, dict)), version

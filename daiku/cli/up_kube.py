@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio import client, config
+
+from scheduler_svc.errors import KubeApiError
+from scheduler_svc.kube.objects import KubeObjects
 
 KubeObject = dict[str, Any]
 DEFAULT_NAMESPACE = "default"
@@ -55,7 +57,7 @@ class KubeClient:
 
     def __init__(self, api: client.ApiClient, request_timeout_seconds: float = 30.0) -> None:
         self._api = api
-        self._timeout = request_timeout_seconds
+        self._objects = KubeObjects(api, timeout_seconds=request_timeout_seconds)
         self._resources: dict[str, list[ApiResource]] = {}
 
     @classmethod
@@ -79,36 +81,12 @@ class KubeClient:
         query: Mapping[str, str] | None = None,
     ) -> KubeObject:
         """One request; the decoded JSON object, or KubeCallError naming method and path."""
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        response: aiohttp.ClientResponse = await self._api.call_api(
-            path,
-            method,
-            query_params=list((query or {}).items()),
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=self._timeout,
-        )
         try:
-            raw = await response.read()
-        finally:
-            response.release()
-        try:
-            decoded = json.loads(raw) if raw else {}
-        except ValueError:
-            decoded = {"message": raw[:300].decode(errors="replace")}
-        if not isinstance(decoded, dict):
-            decoded = {"message": str(decoded)[:300]}
-        if 200 <= response.status < 300:
-            return decoded
-        raise KubeCallError(
-            f"{method} {path}: {decoded.get('message') or response.reason}",
-            status=response.status,
-            reason=str(decoded.get("reason") or ""),
-        )
+            return await self._objects.request(
+                method, path, body=body, content_type=content_type, query=query
+            )
+        except KubeApiError as error:
+            raise KubeCallError(str(error), status=error.status, reason=error.reason) from error
 
     # -- discovery -----------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ Retry-After), anything else -> KubeApiError. Connection failures surface as aioh
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -60,7 +60,7 @@ class KubeObjects:
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> KubeObject:
         """The object; KubeNotFoundError when absent."""
-        return await self._call("GET", resource.object_path(name, namespace))
+        return await self.request("GET", resource.object_path(name, namespace))
 
     async def create(
         self, resource: Resource, obj: KubeObject, namespace: str | None = None
@@ -70,7 +70,7 @@ class KubeObjects:
         if resource.namespaced:
             namespace = namespace or (obj.get("metadata") or {}).get("namespace") or "default"
         body = {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
-        return await self._call("POST", resource.collection_path(namespace), body=body)
+        return await self.request("POST", resource.collection_path(namespace), body=body)
 
     async def replace(
         self, resource: Resource, obj: KubeObject, *, subresource: str | None = None
@@ -81,7 +81,7 @@ class KubeObjects:
         path = resource.object_path(metadata.get("name", ""), metadata.get("namespace"))
         if subresource:
             path += f"/{subresource}"
-        return await self._call("PUT", path, body=obj)
+        return await self.request("PUT", path, body=obj)
 
     async def patch(
         self,
@@ -98,7 +98,7 @@ class KubeObjects:
         path = resource.object_path(name, namespace)
         if subresource:
             path += f"/{subresource}"
-        return await self._call(
+        return await self.request(
             "PATCH", path, body=patch, content_type=_PATCH_CONTENT_TYPES[patch_type]
         )
 
@@ -121,7 +121,7 @@ class KubeObjects:
             options["gracePeriodSeconds"] = grace_period_seconds
         if propagation_policy is not None:
             options["propagationPolicy"] = propagation_policy
-        return await self._call("DELETE", resource.object_path(name, namespace), body=options)
+        return await self.request("DELETE", resource.object_path(name, namespace), body=options)
 
     async def evict(self, namespace: str, pod_name: str) -> None:
         """Evict a pod through the Eviction API (PodDisruptionBudgets apply): a blocked
@@ -131,7 +131,7 @@ class KubeObjects:
             "kind": "Eviction",
             "metadata": {"name": pod_name, "namespace": namespace},
         }
-        await self._call("POST", PODS.object_path(pod_name, namespace) + "/eviction", body=body)
+        await self.request("POST", PODS.object_path(pod_name, namespace) + "/eviction", body=body)
 
     async def record_event(
         self,
@@ -174,20 +174,24 @@ class KubeObjects:
         }
         return await self.create(EVENTS, event, namespace)
 
-    async def _call(
+    async def request(
         self,
         method: str,
         path: str,
         *,
         body: Any = None,
         content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
     ) -> KubeObject:
+        """One raw JSON request to any API path (the verbs above are built on it); an error
+        status raises the KubeApiError subclass for its code."""
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
         response: aiohttp.ClientResponse = await self._api.call_api(
             path,
             method,
+            query_params=list((query or {}).items()),
             header_params=headers,
             body=body,
             auth_settings=["BearerToken"],
