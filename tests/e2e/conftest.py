@@ -165,6 +165,35 @@ class Stack:
             names.append(name)
         return names
 
+    async def create_deployment(
+        self, replicas: int, *, name: str = "web", cpu: str = "500m", memory: str = "512Mi"
+    ) -> None:
+        """A Deployment of pause pods labelled app=<name>, each requesting cpu and memory."""
+        await self.store.create(
+            "deployments",
+            {
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {
+                        "metadata": {"labels": {"app": name}},
+                        "spec": {
+                            "terminationGracePeriodSeconds": 0,
+                            "containers": [
+                                {
+                                    "name": "app",
+                                    "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                                }
+                            ],
+                        },
+                    },
+                },
+            },
+            "default",
+        )
+
     async def reset(self) -> None:
         for scheduler in self.schedulers:
             with contextlib.suppress(Exception):

@@ -69,33 +69,6 @@ async def apply_pool(stack: Stack, **disruption: Any) -> None:
     await stack.store.patch("nodepools", "default", patch)
 
 
-async def create_deployment(stack: Stack, replicas: int, *, cpu: str = "500m") -> None:
-    await stack.store.create(
-        "deployments",
-        {
-            "metadata": {"name": "web", "namespace": "default"},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [
-                            {
-                                "name": "web",
-                                "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"requests": {"cpu": cpu, "memory": "512Mi"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-        "default",
-    )
-
-
 async def delete_deployment(stack: Stack) -> None:
     for deployment in await stack.objects("deployments", "default"):
         await stack.store.delete("deployments", deployment["metadata"]["name"], "default")
@@ -182,7 +155,7 @@ async def test_an_expired_node_is_replaced_and_its_pods_move(stack: Stack) -> No
     )
     await start(stack, clock)
     try:
-        await create_deployment(stack, 1)
+        await stack.create_deployment(1)
         await until(lambda: _equals(running(stack), 1), timeout_seconds=30)
         (old,) = await stack.objects("nodeclaims")
         born = created_at(old)
@@ -219,7 +192,7 @@ async def test_an_ec2nodeclass_change_drifts_its_nodes_out(stack: Stack) -> None
     await apply_pool(stack, consolidationPolicy="WhenEmpty", consolidateAfter="30s")
     await start(stack, clock)
     try:
-        await create_deployment(stack, 1)
+        await stack.create_deployment(1)
         await until(lambda: _equals(running(stack), 1), timeout_seconds=30)
 
         async def stamped() -> list[dict[str, Any]]:
@@ -293,7 +266,7 @@ async def test_three_underutilized_nodes_merge_into_one_cheaper_node(stack: Stac
     )
     scheduler = await start(stack, clock)
     try:
-        await create_deployment(stack, 0)
+        await stack.create_deployment(0)
         # Each round: a 3-CPU filler takes a new c5.xlarge, then one more 500m replica fits
         # only beside it (the other nodes are full).
         for i in range(3):
@@ -379,7 +352,7 @@ async def test_a_pdb_and_a_zero_budget_block_disruption_with_events(stack: Stack
     )
     await start(stack, clock)
     try:
-        await create_deployment(stack, 1)
+        await stack.create_deployment(1)
         await until(lambda: _equals(running(stack), 1), timeout_seconds=30)
         await stack.store.create(
             "poddisruptionbudgets",

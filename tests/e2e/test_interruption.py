@@ -61,30 +61,7 @@ async def start(stack: Stack, replicas: int) -> Any:
     await stack.store.create("ec2nodeclasses", demo_object("ec2nodeclass.yaml"))
     await stack.store.create("nodepools", pool)
     scheduler = await stack.start_scheduler(lifecycle=FAST)
-    await stack.store.create(
-        "deployments",
-        {
-            "metadata": {"name": "web", "namespace": "default"},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [
-                            {
-                                "name": "app",
-                                "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-        "default",
-    )
+    await stack.create_deployment(replicas, memory="256Mi")
     return scheduler
 
 
