@@ -13,12 +13,15 @@ in this order, each step derived from the API server's state so a restarted lead
    deletionTimestamp: a dead kubelet will not finish them). Pods annotated
    `daiku.dev/do-not-disrupt` or `karpenter.sh/do-not-disrupt` are not evicted and hold the
    drain;
-3. **force**: once the claim's `terminationGracePeriod` (its spec, else its NodePool's) has run
-   out since the claim's deletionTimestamp, the drain stops waiting (event
-   `TerminationGracePeriodExpired` lists the pods left): they go with the instance and the pod
-   garbage collector removes them with their Node. (Deleting them first would need `delete` on
-   pods, which the scheduler's RBAC deliberately withholds.) Without a grace period a PDB or
-   do-not-disrupt pod holds the drain indefinitely;
+3. **force** (Karpenter v1): when the claim has a `terminationGracePeriod` (its spec, else its
+   NodePool's), counted from the claim's deletionTimestamp, each pod still to drain is
+   *deleted* (not evicted: PodDisruptionBudgets and do-not-disrupt are bypassed) at
+   `deadline - pod.spec.terminationGracePeriodSeconds`, so its own grace period still fits
+   before the node goes; the delete's grace is clamped to the time left (event
+   `TerminationGracePeriodExpiring` lists them). At the deadline the drain stops waiting (event
+   `TerminationGracePeriodExpired` lists the pods still there, e.g. still terminating): they
+   go with the instance. Without a grace period a PDB or do-not-disrupt pod holds the drain
+   indefinitely;
 4. **terminate**: `TerminateNodeClaim` (event `Terminating`), until the instance is
    shutting-down, terminated or unknown to the actuator;
 5. **release**: the Node is deleted and loses our finalizer, then the NodeClaim does.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -58,9 +62,10 @@ from scheduler_svc.kube.resources import (
     NODE_POOLS,
     NODES,
     POD_DISRUPTION_BUDGETS,
+    PODS,
     KubeObject,
 )
-from scheduler_svc.kube.writer import KubeWriter, name_of, parse_timestamp, utc_now
+from scheduler_svc.kube.writer import KubeWriter, name_of, parse_timestamp, timestamp, utc_now
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.state.cluster import ClusterMirror
 
@@ -72,6 +77,8 @@ MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 GONE_INSTANCE_STATES = frozenset({"shutting-down", "terminated"})
 _TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 STUCK_TERMINATING_SECONDS = 60.0
+# What the API server defaults a pod's spec.terminationGracePeriodSeconds to.
+DEFAULT_POD_GRACE_SECONDS = 30
 _DISRUPTED = Taint(key=DISRUPTED_TAINT_KEY, effect=TaintEffect.NO_SCHEDULE)
 
 
@@ -144,6 +151,27 @@ def is_stuck_terminating(pod: KubeObject, now: datetime) -> bool:
     (Karpenter's IsStuckTerminating)."""
     deleted = parse_timestamp(_metadata(pod).get("deletionTimestamp"))
     return deleted is not None and now - deleted > timedelta(seconds=STUCK_TERMINATING_SECONDS)
+
+
+def pod_grace_seconds(pod: KubeObject) -> int:
+    """The pod's spec.terminationGracePeriodSeconds (the API server's 30 when absent or
+    unreadable; never negative)."""
+    raw = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return DEFAULT_POD_GRACE_SECONDS
+    return max(0, int(raw))
+
+
+def pod_delete_time(pod: KubeObject, deadline: datetime) -> datetime:
+    """When the force step deletes the pod: its own grace period before the node's deadline
+    (Karpenter's podDeleteTimeWithGracePeriod)."""
+    return deadline - timedelta(seconds=pod_grace_seconds(pod))
+
+
+def clamped_grace_seconds(deadline: datetime, now: datetime) -> int:
+    """The grace a forced delete gets: the whole seconds left until the deadline, at least 0
+    (a pod whose grace is longer than what remains is cut short, as in Karpenter)."""
+    return max(0, math.floor((deadline - now).total_seconds()))
 
 
 def _selector(pdb: KubeObject) -> LabelSelector | None:
@@ -265,6 +293,7 @@ class Terminator:
         retry_at: dict[str, float] = {}
         failures: dict[str, int] = {}
         reported: set[str] = set()
+        forced: set[str] = set()  # uids deleted by the force step (the mirror may lag)
         settings = self.settings
         while True:
             claim = self._mirror.nodeclaim(claim_name)
@@ -281,12 +310,20 @@ class Terminator:
                 log.info("node_drained", nodeclaim=claim_name, node=name_of(node))
                 return
             deadline = self._deadline(claim)
-            if deadline is not None and now >= deadline:
-                await self._give_up_drain(claim, node, pods)
-                return
+            if deadline is not None:
+                await self._delete_expiring(
+                    claim, node, pods, deadline=deadline, now=now, forced=forced
+                )
+                if now >= deadline:
+                    await self._give_up_drain(claim, node, pods)
+                    return
             for pod in pods:
                 key = pod_key(pod)
-                if _metadata(pod).get("deletionTimestamp") or loop.time() < retry_at.get(key, 0):
+                if (
+                    _metadata(pod).get("deletionTimestamp")
+                    or _metadata(pod).get("uid") in forced
+                    or loop.time() < retry_at.get(key, 0)
+                ):
                     continue
                 if has_do_not_disrupt(_annotations(pod)):
                     if key not in reported:
@@ -309,6 +346,69 @@ class Terminator:
                     reported.add(blocker)
                     await self.record(claim, node, "DisruptionBlocked", blocker, warning=True)
             await self._sleep(settings.poll_seconds)
+
+    async def _delete_expiring(
+        self,
+        claim: KubeObject,
+        node: KubeObject,
+        pods: list[KubeObject],
+        *,
+        deadline: datetime,
+        now: datetime,
+        forced: set[str],
+    ) -> None:
+        """Delete (bypassing PDBs and do-not-disrupt) each pod whose own grace period no
+        longer fits before the deadline; pods already being deleted are left to finish."""
+        due = [
+            p
+            for p in pods
+            if not _metadata(p).get("deletionTimestamp")
+            and _metadata(p).get("uid") not in forced
+            and now >= pod_delete_time(p, deadline)
+        ]
+        if not due:
+            return
+        grace = clamped_grace_seconds(deadline, now)
+        deleted: list[str] = []
+        for pod in due:
+            metadata = _metadata(pod)
+            namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+            uid = metadata.get("uid")
+            try:
+                await self._writer.objects.delete(
+                    PODS,
+                    name,
+                    namespace,
+                    uid=str(uid) if uid else None,
+                    grace_period_seconds=min(grace, pod_grace_seconds(pod)),
+                )
+            except (KubeNotFoundError, KubeConflictError):
+                pass  # gone, or replaced by a namesake (the uid precondition): not ours to delete
+            except KubeApiError as error:
+                log.warning("pod_force_delete_failed", pod=f"{namespace}/{name}", error=str(error))
+                continue
+            else:
+                deleted.append(f"{namespace}/{name}")
+                self._metrics.evictions.labels(result="forced").inc()
+            if uid:
+                forced.add(str(uid))
+        if not deleted:
+            return
+        log.warning(
+            "pods_deleted_for_grace_period", nodeclaim=name_of(claim), pods=deleted, grace=grace
+        )
+        shown = ", ".join(deleted[:5]) + (
+            f" and {len(deleted) - 5} more" if len(deleted) > 5 else ""
+        )
+        await self.record(
+            claim,
+            node,
+            "TerminationGracePeriodExpiring",
+            f"deleted {len(deleted)} pods (PDBs and do-not-disrupt bypassed) with at most "
+            f"{grace}s of grace: the node's terminationGracePeriod ends at "
+            f"{timestamp(deadline)}: {shown}",
+            warning=True,
+        )
 
     def _deadline(self, claim: KubeObject) -> datetime | None:
         labels = _metadata(claim).get("labels") or {}
@@ -364,11 +464,10 @@ class Terminator:
     async def _give_up_drain(
         self, claim: KubeObject, node: KubeObject, pods: list[KubeObject]
     ) -> None:
-        """The grace period ran out: the pods left go with the instance (the pod garbage
-        collector deletes them once their Node is gone). Deleting them here would need `delete`
-        on pods, which the scheduler's RBAC deliberately does not grant."""
+        """The grace period ran out: the pods left (deleted by the force step, still
+        terminating) go with the instance; the pod garbage collector removes what is left of
+        them once their Node is gone."""
         keys = sorted(pod_key(p) for p in pods)
-        self._metrics.evictions.labels(result="forced").inc(len(keys))
         shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
         log.warning("drain_grace_period_expired", nodeclaim=name_of(claim), pods=keys)
         await self.record(

@@ -171,8 +171,8 @@ def test_actuator_has_no_kubernetes_api_access() -> None:
 
 
 def test_scheduler_rbac_is_one_list_without_wildcards() -> None:
-    """The scheduler's permissions live in one file, name every verb and resource, and grant
-    nothing on Secrets or ConfigMaps."""
+    """The scheduler's permissions live in one file, name every verb and resource, grant
+    nothing on Secrets or ConfigMaps, and allow deleting but not creating pods."""
     documents = list(yaml.safe_load_all((DEPLOY / "base/scheduler/rbac.yaml").read_text()))
     rules = [r for d in documents if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
     for rule in rules:
@@ -188,7 +188,9 @@ def test_scheduler_rbac_is_one_list_without_wildcards() -> None:
     assert ("", "pods/eviction", "create") in granted
     assert ("coordination.k8s.io", "leases", "update") in granted
     assert ("daiku.dev", "nodeclaims/status", "patch") in granted
-    assert ("", "pods", "delete") not in granted
+    # Deleting pods is granted for the termination's force step only (decision 0008).
+    assert ("", "pods", "delete") in granted
+    assert ("", "pods", "create") not in granted
 
 
 # --- IAM ----------------------------------------------------------------------------------

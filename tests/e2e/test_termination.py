@@ -1,6 +1,7 @@
 """Termination end to end: every removal cordons, drains through the Eviction API (PDBs and
-do-not-disrupt honoured, forced after terminationGracePeriod on the injected clock),
-terminates the instance and removes the finalizers."""
+do-not-disrupt honoured until terminationGracePeriod forces it on the injected clock: pods are
+deleted their own grace period before the deadline), terminates the instance and removes the
+finalizers."""
 
 from __future__ import annotations
 
@@ -58,7 +59,12 @@ async def apply_pool(stack: Stack, *, grace: str | None = None) -> None:
 
 
 async def create_pod(
-    stack: Stack, name: str, *, labels: dict[str, str], annotations: dict[str, str] | None = None
+    stack: Stack,
+    name: str,
+    *,
+    labels: dict[str, str],
+    annotations: dict[str, str] | None = None,
+    grace_seconds: int = 0,
 ) -> None:
     await stack.store.create(
         "pods",
@@ -70,7 +76,7 @@ async def create_pod(
                 "annotations": annotations or {},
             },
             "spec": {
-                "terminationGracePeriodSeconds": 0,
+                "terminationGracePeriodSeconds": grace_seconds,
                 "containers": [
                     {
                         "name": "app",
@@ -187,8 +193,8 @@ async def test_a_pdb_blocks_the_drain_until_it_allows_it(stack: Stack) -> None:
 
 async def test_a_do_not_disrupt_pod_holds_the_node_until_the_grace_period(stack: Stack) -> None:
     """A do-not-disrupt pod is not evicted (its neighbour is) and holds the node until the
-    NodePool's terminationGracePeriod has passed on the scheduler's clock; then the node is
-    terminated with the pod still on it, and the pod goes with its Node."""
+    NodePool's terminationGracePeriod has passed on the scheduler's clock; then it is deleted
+    (its own grace period is 0 s) and the node is terminated."""
     clock = ShiftedClock()
     scheduler = await provision(
         stack,
@@ -213,17 +219,58 @@ async def test_a_do_not_disrupt_pod_holds_the_node_until_the_grace_period(stack:
 
     clock.offset = timedelta(minutes=10, seconds=1)
     await until(lambda: all_gone(stack), timeout_seconds=20)
+    assert await pod_names(stack) == set()
     assert metric(scheduler, 'daiku_scheduler_evictions_total{result="forced"}') == 1
-    messages = await events_about(stack, claim["metadata"]["name"])
-    assert (
-        "TerminationGracePeriodExpired",
-        "terminating with 1 pods still on the node: default/keep",
-    ) in messages
+    reasons = [r for r, _ in await events_about(stack, claim["metadata"]["name"])]
+    assert "TerminationGracePeriodExpiring" in reasons
 
-    async def no_pods() -> bool:  # the pod garbage collector removes it with its Node
-        return await pod_names(stack) == set()
 
-    await until(no_pods, timeout_seconds=10)
+async def test_a_pdb_blocked_pod_is_deleted_its_grace_period_before_the_deadline(
+    stack: Stack,
+) -> None:
+    """With a PDB allowing no disruption and a 10 min terminationGracePeriod, a pod whose own
+    grace period is 120 s is not deleted at 7 min 50 s after the claim's deletion and is
+    deleted (PDB bypassed, event TerminationGracePeriodExpiring) at 8 min 10 s, after which the
+    node goes away before the deadline."""
+    clock = ShiftedClock()
+    await apply_pool(stack, grace="10m")
+    scheduler = await stack.start_scheduler(lifecycle=FAST, wall_clock=clock)
+    await create_pod(stack, "slow", labels={"app": "slow"}, grace_seconds=120)
+    await until(lambda: running(stack, ["slow"]), timeout_seconds=30)
+    await stack.store.create(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "slow", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "slow"}}},
+        },
+        "default",
+    )
+    claim, node = await one_node(stack)
+    claim_name = claim["metadata"]["name"]
+    await stack.store.delete("nodeclaims", claim_name)
+
+    async def blocked() -> bool:
+        return ("DisruptionBlocked", "pdb default/slow") in await events_about(stack, claim_name)
+
+    await until(blocked, timeout_seconds=10)
+    blocked_metric = 'daiku_scheduler_evictions_total{result="blocked"}'
+    clock.offset = timedelta(minutes=7, seconds=50)
+    seen = metric(scheduler, blocked_metric)
+    await until(lambda: metric(scheduler, blocked_metric) >= seen + 3)  # drain passes at 7m50s
+    assert await pod_names(stack) == {"slow"}
+    assert metric(scheduler, 'daiku_scheduler_evictions_total{result="forced"}') == 0
+    assert len(await stack.objects("nodes")) == 1
+
+    clock.offset = timedelta(minutes=8, seconds=10)
+    await until(lambda: all_gone(stack), timeout_seconds=20)
+    assert await pod_names(stack) == set()
+    assert metric(scheduler, 'daiku_scheduler_evictions_total{result="forced"}') == 1
+    events = await events_about(stack, node["metadata"]["name"])
+    [message] = [m for r, m in events if r == "TerminationGracePeriodExpiring"]
+    assert message.startswith("deleted 1 pods (PDBs and do-not-disrupt bypassed)")
+    assert message.endswith(": default/slow")
+    assert "TerminationGracePeriodExpired" not in [r for r, _ in events]
+    await stack.store.delete("poddisruptionbudgets", "slow", "default")
 
 
 async def test_kubectl_delete_node_drains_and_terminates(stack: Stack) -> None:

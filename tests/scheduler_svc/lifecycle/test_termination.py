@@ -3,16 +3,18 @@ the eviction backoff."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from scheduler_svc.lifecycle.termination import (
     Terminator,
+    clamped_grace_seconds,
     grace_period_seconds,
     is_drained_by_termination,
     is_stuck_terminating,
+    pod_delete_time,
 )
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.state.cluster import ClusterMirror
@@ -99,3 +101,15 @@ def test_a_pod_a_minute_past_its_deletion_timestamp_is_stuck() -> None:
     assert is_stuck_terminating(deleted, now)
     assert not is_stuck_terminating(recent, now)
     assert not is_stuck_terminating(pod(phase="Running"), now)
+
+
+def test_a_pod_is_force_deleted_its_own_grace_period_before_the_deadline() -> None:
+    """The force step deletes a pod terminationGracePeriodSeconds before the node's deadline
+    (30 s when unset), and its delete gets the whole seconds left, never less than zero."""
+    deadline = datetime(2026, 1, 1, 12, 10, 0, tzinfo=UTC)
+    slow = pod(spec={"terminationGracePeriodSeconds": 120})
+    assert pod_delete_time(slow, deadline) == deadline - timedelta(seconds=120)
+    assert pod_delete_time(pod(), deadline) == deadline - timedelta(seconds=30)
+    assert pod_delete_time(pod(spec={"terminationGracePeriodSeconds": 0}), deadline) == deadline
+    assert clamped_grace_seconds(deadline, deadline - timedelta(seconds=90.7)) == 90
+    assert clamped_grace_seconds(deadline, deadline + timedelta(seconds=5)) == 0
