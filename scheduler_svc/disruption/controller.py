@@ -31,6 +31,7 @@ from typing import Any, Literal, NoReturn
 
 import structlog
 
+from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.core.disruption import (
     NODECLASS_HASH_ANNOTATION,
     NODEPOOL_HASH_ANNOTATION,
@@ -113,6 +114,7 @@ class DisruptionController:
         instance_types: InstanceTypesSource = _no_instance_types,
         settings: DisruptionControllerSettings | None = None,
         clock: Callable[[], datetime] = utc_now,
+        catalogs: CatalogCache | None = None,
     ) -> None:
         self._mirror = mirror
         self._writer = writer
@@ -122,6 +124,9 @@ class DisruptionController:
         self._instance_types = instance_types
         self.settings = settings or DisruptionControllerSettings()
         self._clock = clock
+        # Catalog indexes of the simulated solves, kept across passes; the provisioner's when
+        # shared (both solve on the event loop's thread, as CatalogCache requires).
+        self.catalogs = catalogs if catalogs is not None else CatalogCache(size=16)
         self._snapshotter = CoreSnapshotter(mirror)
         self._wake = asyncio.Event()
         self.last_pod_event_at: dict[str, datetime] = {}
@@ -198,7 +203,7 @@ class DisruptionController:
         await self._stamp_hashes()
         snapshot = await self.snapshot()
         now = self._clock()
-        plan = plan_disruption(snapshot, now, self.settings.options)
+        plan = plan_disruption(snapshot, now, self.settings.options, catalogs=self.catalogs)
         log.debug(
             "disruption_pass",
             candidates=len(snapshot.candidates),
@@ -379,7 +384,11 @@ class DisruptionController:
             wait = timedelta(seconds=self.settings.options.validation_wait_seconds)
             await self._wait_until(decision.decided_at + wait)
             checked = validate(
-                decision, await self.snapshot(), self._clock(), self.settings.options
+                decision,
+                await self.snapshot(),
+                self._clock(),
+                self.settings.options,
+                catalogs=self.catalogs,
             )
             if not checked.is_valid:
                 self._record(decision, "invalidated", checked.reason)

@@ -153,6 +153,7 @@ class Provisioner:
         launching: set[str],
         catch_up_timeout_seconds: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        catalogs: CatalogCache | None = None,
     ) -> None:
         self._mirror = mirror
         self._writer = writer
@@ -165,8 +166,9 @@ class Provisioner:
         self._catch_up_timeout_seconds = catch_up_timeout_seconds
         self._clock = clock
         self._snapshotter = CoreSnapshotter(mirror)
-        # Catalog indexes built once per catalog, not on every solve (tens of ms each).
-        self._catalogs = CatalogCache()
+        # Catalog indexes built once per catalog, not on every solve (tens of ms each); shared
+        # with the disruption controller's simulations when the service passes one.
+        self._catalogs = catalogs if catalogs is not None else CatalogCache()
         self._sent = _Remembered(_EVENT_MEMORY)
         self._nominated: OrderedDict[str, None] = OrderedDict()
         self._event_tasks: set[asyncio.Task[None]] = set()

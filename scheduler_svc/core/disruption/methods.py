@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.core.disruption.drift import drift_reason
 from scheduler_svc.core.disruption.model import (
     BlockedNode,
@@ -75,14 +76,20 @@ class _Outcome:
 
 
 class _Pass:
-    """The state of one pass: nodes already taken, budgets left, nodes blocked."""
+    """The state of one pass: nodes already taken, budgets left, nodes blocked. ``catalogs``
+    keeps catalog indexes across simulations and passes (shared with the provisioner)."""
 
     def __init__(
-        self, snapshot: DisruptionSnapshot, now: datetime, options: ConsolidationOptions
+        self,
+        snapshot: DisruptionSnapshot,
+        now: datetime,
+        options: ConsolidationOptions,
+        catalogs: CatalogCache | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.now = now
         self.options = options
+        self.catalogs = catalogs
         self.taken: set[str] = set(snapshot.disrupting)
         self.chosen: dict[str, int] = {}
         self.blocked: dict[str, BlockedNode] = {}
@@ -167,7 +174,8 @@ class _Pass:
         pods = tuple(p.pod for c in moving for p in c.reschedulable_pods())
         pools = tuple(p.nodepool for p in self.snapshot.nodepools) if allow_new else ()
         # Without new claims the catalog is not needed; for a consolidation only offerings
-        # cheap enough can win, and the solver indexes fewer types (it re-indexes per call).
+        # cheap enough can win, and the solver indexes fewer types (an index not in
+        # ``catalogs`` is built per call; the same subset in a later pass is found there).
         types = self.snapshot.instance_types if allow_new else ()
         if allow_new and below_price is not None:
             types = _cheaper_types(types, below_price, self.options)
@@ -179,7 +187,8 @@ class _Pass:
                 nodes=tuple(nodes),
                 daemonsets=self.snapshot.daemonsets,
                 unavailable_offerings=self.snapshot.unavailable_offerings,
-            )
+            ),
+            catalogs=self.catalogs,
         )
 
 
@@ -187,13 +196,16 @@ def plan_disruption(
     snapshot: DisruptionSnapshot,
     now: datetime,
     options: ConsolidationOptions | None = None,
+    *,
+    catalogs: CatalogCache | None = None,
 ) -> DisruptionPlan:
     """One pass (see the module docstring): decisions to act on, blocked nodes with why.
 
-    ``now`` is timezone-aware (budget schedules are UTC crons); ValueError otherwise."""
+    ``now`` is timezone-aware (budget schedules are UTC crons); ValueError otherwise.
+    ``catalogs``: catalog indexes reused by the simulations (None: built per simulation)."""
     if now.tzinfo is None:
         raise ValueError("plan_disruption: now must be timezone-aware (UTC), got a naive datetime")
-    state = _Pass(snapshot, now, options or ConsolidationOptions())
+    state = _Pass(snapshot, now, options or ConsolidationOptions(), catalogs)
     eligible = [
         c for c in snapshot.candidates if c.name not in snapshot.disrupting and c.is_initialized
     ]
@@ -559,6 +571,8 @@ def validate(  # noqa: PLR0911 - one exit per way a decision stops holding
     snapshot: DisruptionSnapshot,
     now: datetime,
     options: ConsolidationOptions | None = None,
+    *,
+    catalogs: CatalogCache | None = None,
 ) -> Validation:
     """Whether ``decision`` still holds on a newer ``snapshot`` (taken after the wait).
 
@@ -566,7 +580,7 @@ def validate(  # noqa: PLR0911 - one exit per way a decision stops holding
     blockers. A consolidation holds when its nodes are still there and quiet since the
     decision, nothing blocks them, no scale-up started, and the same nodes still consolidate
     as well (a delete is still a delete; a replacement costs no more than decided)."""
-    state = _Pass(snapshot, now, options or ConsolidationOptions())
+    state = _Pass(snapshot, now, options or ConsolidationOptions(), catalogs)
     nodes: list[Candidate] = []
     for name in decision.nodes:
         candidate = snapshot.candidate(name)
