@@ -61,7 +61,16 @@ from daiku.scenario.progress import summary
 
 DEFAULT_BOOT_SECONDS = 2.0
 DEFAULT_SETTLE_TIMEOUT_SECONDS = 120.0
-CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
+
+def crd_dir() -> Path:
+    """Where daiku's CRDs are: inside an installed wheel (`daiku/crds`, see pyproject's
+    force-include), else in the source checkout (`deploy/crds`)."""
+    packaged = Path(__file__).resolve().parents[1] / "crds"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
 
 EXIT_OK = 0
 EXIT_NOT_SETTLED = 1
@@ -158,7 +167,7 @@ class UpRun:
             assert stack.localcloud is not None
             self.say(f"localcloud ready: {stack.localcloud.ready_field('kube_url')}")
             kube = self.kube = await KubeClient.from_kubeconfig(stack.kubeconfig)
-            await install_crds(kube, CRD_DIR)
+            await install_crds(kube, crd_dir())
             self.say("CRDs installed (NodePool, EC2NodeClass, NodeClaim)")
             if options.with_scheduler:
                 starting.append(asyncio.create_task(start_scheduler(stack)))
