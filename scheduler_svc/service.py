@@ -22,6 +22,7 @@ import structlog
 from kubernetes_asyncio import client
 
 from scheduler_svc.actuator_client import ActuatorClient, TlsFiles
+from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.disruption import DisruptionController, DisruptionControllerSettings
 from scheduler_svc.disruption.snapshot import catalog_instance_types
 from scheduler_svc.health import HttpEndpoint, health_app, metrics_app
@@ -171,6 +172,9 @@ class SchedulerService:
         settings = self.settings
         writer = KubeWriter(KubeObjects(api))
         catalog = InstanceTypeCatalog(actuator)
+        # One set of catalog indexes for the provisioner's solves and disruption's simulations
+        # (both run on the event loop's thread); more entries for consolidation's subsets.
+        catalog_indexes = CatalogCache(size=16)
         unavailable = UnavailableOfferingsCache()
         launcher = ClaimLauncher(
             actuator=actuator,
@@ -191,6 +195,7 @@ class SchedulerService:
                 idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds
             ),
             launching=self.launching,
+            catalogs=catalog_indexes,
         )
         self.lifecycle = LifecycleController(
             mirror=self.mirror,
@@ -221,6 +226,7 @@ class SchedulerService:
             instance_types=lambda: catalog_instance_types(mirror, catalog),
             settings=self.options.disruption,
             clock=self.options.disruption_clock,
+            catalogs=catalog_indexes,
         )
         if settings.leader_elect:
             self.elector = LeaderElector(
