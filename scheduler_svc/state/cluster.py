@@ -18,6 +18,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import structlog
 from kubernetes_asyncio import client
@@ -240,6 +241,12 @@ class ClusterMirror:
         self._listeners: list[ChangeListener] = []
         self._all_synced = asyncio.Event()
         self.generation = 0
+        # Derived values of stored objects (the core models `CoreSnapshotter`s convert them
+        # to), by id(object): shared by every snapshotter of this mirror, so the provisioner
+        # and the disruption controller hold one model per pod, not two. An entry keeps its
+        # object referenced (its id stays unique) and goes when the object is replaced or
+        # removed.
+        self.derived: dict[int, tuple[KubeObject, Any]] = {}
 
     @property
     def resources(self) -> tuple[Resource, ...]:
@@ -320,6 +327,8 @@ class ClusterMirror:
 
     def _notify(self, change: Change) -> None:
         self.generation += 1
+        if change.old is not None and change.old is not change.new:
+            self.derived.pop(id(change.old), None)
         for listener in self._listeners:
             try:
                 listener(change)

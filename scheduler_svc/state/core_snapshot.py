@@ -4,7 +4,9 @@
 pods, nodes with the pods bound to them, NodeClaims still in flight (as `Node(is_in_flight)`),
 NodePools and DaemonSet pods. Objects are converted at most once per version: the mirror
 replaces an object on every change, so a cache keyed by object identity is exact. A snapshot
-of an unchanged 10,000-pod cluster therefore costs tuple building, not conversion.
+of an unchanged 10,000-pod cluster therefore costs tuple building, not conversion. The cache is
+the mirror's (`ClusterMirror.derived`, emptied of an object when it changes): every snapshotter
+of one mirror shares it, so the models exist once however many controllers solve.
 
 Objects that cannot be converted are left out and listed in `invalid` (each error names kind,
 object and field) so the caller can report them (events, NodePool status) and carry on.
@@ -84,24 +86,23 @@ class CoreSnapshotter:
 
     def __init__(self, mirror: ClusterMirror) -> None:
         self._mirror = mirror
-        self._cache: dict[int, tuple[KubeObject, Any]] = {}
-        self._next_cache: dict[int, tuple[KubeObject, Any]] = {}
         self.conversions = 0  # how many objects were converted (not served from the cache)
 
     def _convert(
         self, obj: KubeObject, convert: Callable[[KubeObject], _Model]
     ) -> _Model | InvalidObjectError:
-        entry = self._cache.get(id(obj))
+        cache = self._mirror.derived
+        entry = cache.get(id(obj))
         if entry is not None and entry[0] is obj:
-            result: _Model | InvalidObjectError = entry[1]
-        else:
-            self.conversions += 1
-            try:
-                result = convert(obj)
-            except InvalidObjectError as error:
-                result = error
+            cached: _Model | InvalidObjectError = entry[1]
+            return cached
+        self.conversions += 1
+        try:
+            result: _Model | InvalidObjectError = convert(obj)
+        except InvalidObjectError as error:
+            result = error
         # Keep the object referenced with its result: its id() stays unique while cached.
-        self._next_cache[id(obj)] = (obj, result)
+        cache[id(obj)] = (obj, result)
         return result
 
     def snapshot(
@@ -109,7 +110,6 @@ class CoreSnapshotter:
     ) -> CoreSnapshot:
         """Convert the mirror's current content; objects that fail conversion go to `invalid`."""
         mirror = self._mirror
-        self._next_cache = {}
         invalid: list[InvalidObjectError] = []
         claims = (
             mirror.objects(PERSISTENT_VOLUME_CLAIMS)
@@ -183,7 +183,6 @@ class CoreSnapshotter:
         daemonsets = (
             models(DAEMON_SETS, daemonset_pod_from_k8s) if DAEMON_SETS in mirror.resources else []
         )
-        self._cache = self._next_cache
         return CoreSnapshot(
             generation=mirror.generation,
             pending_pods=pending,

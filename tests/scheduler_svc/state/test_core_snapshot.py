@@ -197,3 +197,27 @@ def test_the_pod_filter_selects_which_pending_pods_are_solved() -> None:
     fill(mirror, pods=[pod("a", "1"), pod("b", "2")])
     snapshot = CoreSnapshotter(mirror).snapshot(pod_filter=lambda p: p["metadata"]["name"] == "b")
     assert [p.name for p in snapshot.pending_pods] == ["b"]
+
+
+def test_snapshotters_of_one_mirror_share_models_and_drop_those_of_changed_objects() -> None:
+    """A second snapshotter of the same mirror converts nothing and gets the very same model
+    objects; a modified or deleted pod's cached model is released from the mirror."""
+    mirror = ClusterMirror()
+    fill(
+        mirror, pods=[pod(f"p{i}", str(i)) for i in range(5)], nodes=[node("ip-1", "aws:///a/i-1")]
+    )
+    provisioning, disruption = CoreSnapshotter(mirror), CoreSnapshotter(mirror)
+    first = provisioning.snapshot()
+    second = disruption.snapshot()
+    assert disruption.conversions == 0
+    assert all(a is b for a, b in zip(first.pending_pods, second.pending_pods, strict=True))
+    cached = len(mirror.derived)
+    assert cached == 6  # five pods, one node
+
+    old_p1 = mirror.get(PODS, "default/p1")
+    mirror.handle(ObjectEvent(PODS, "MODIFIED", pod("p1", "99")))
+    mirror.handle(ObjectEvent(PODS, "DELETED", pod("p2", "100")))
+    assert id(old_p1) not in mirror.derived
+    assert len(mirror.derived) == cached - 2
+    disruption.snapshot()
+    assert disruption.conversions == 1  # only the modified p1
