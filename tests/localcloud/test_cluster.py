@@ -10,13 +10,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import boto3
+# boto3 ships no type hints and boto3-stubs is not a dev dependency; unused-ignore keeps this
+# quiet once a `boto3.*` mypy override or the stubs land.
+import boto3  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from kubernetes_asyncio import client, config
 
 from actuator_svc.core.user_data import ClusterEndpoint, NodeRegistration, Taint, render_user_data
 from localcloud.cluster import LocalCloud
 from tests.localcloud.controllers.conftest import eventually
+
+# kubernetes_asyncio's generated APIs take `_content_type` at run time (and reject unknown
+# keywords), but their stubs omit it; spread from a dict so the other arguments stay checked.
+MERGE_PATCH: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
 
 pytestmark = pytest.mark.e2e
 
@@ -128,7 +134,7 @@ async def test_pods_wait_for_nodes_then_run_on_a_launched_instance(
     await core.patch_node(
         node.metadata.name,
         {"spec": {"taints": None}},
-        _content_type="application/merge-patch+json",
+        **MERGE_PATCH,
     )
 
     async def running(count: int) -> bool:

@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
+# boto3 ships no type hints and boto3-stubs is not a dev dependency; unused-ignore keeps this
+# quiet once a `boto3.*` mypy override or the stubs land.
+import boto3  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from actuator_svc.core.user_data import (
@@ -113,7 +115,8 @@ async def node_with_provider_id(store: Store, provider_suffix: str) -> dict[str,
 
 
 def ready_status(node: dict[str, Any]) -> str:
-    return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+    status: str = next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+    return status
 
 
 async def test_instance_registers_as_a_ready_node(cluster: Cluster) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -357,7 +358,7 @@ async def test_bound_volume_pins_the_pod_to_its_zone(store: Store) -> None:
     missing = [{"name": "data", "persistentVolumeClaim": {"claimName": "nope"}}]
     await store.create("pods", pod("lost", volumes=missing), "default")
     for index in range(3):
-        assert await eventually(lambda i=index: node_of(store, f"db{i}")) == "b1"
+        assert await eventually(functools.partial(node_of, store, f"db{index}")) == "b1"
     message = await eventually(lambda: unschedulable_message(store, "lost"))
     assert message == '0/2 nodes are available: persistentvolumeclaim "nope" not found.'
 

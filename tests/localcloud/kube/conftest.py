@@ -56,7 +56,7 @@ async def no_leftover_tasks() -> AsyncIterator[None]:
     before = asyncio.all_tasks()
     yield
     leftover = {t for t in asyncio.all_tasks() - before if not t.done()}
-    leftover.discard(asyncio.current_task())  # type: ignore[arg-type]
+    leftover.discard(asyncio.current_task())
     assert not leftover, f"tasks left running: {leftover}"
 
 

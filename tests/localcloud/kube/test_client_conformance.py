@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -13,10 +13,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from localcloud.kube.server import KubeApiServer
 
+# kubernetes_asyncio's generated APIs accept plain dicts as bodies at run time (they go out as
+# JSON unchanged) though their stubs ask for models such as V1Pod; these tests send the wire
+# form, so bodies are typed Any.
+WireBody = Any
 
-def pod_body(
-    name: str, labels: dict[str, str] | None = None, node: str | None = None
-) -> dict[str, Any]:
+# The generated APIs take `_content_type` at run time (and reject unknown keywords), but their
+# stubs omit it; spread from a dict so the other arguments stay checked.
+MERGE_PATCH: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
+
+
+def pod_body(name: str, labels: dict[str, str] | None = None, node: str | None = None) -> WireBody:
     spec: dict[str, Any] = {"containers": [{"name": "app", "image": "nginx"}]}
     if node:
         spec["nodeName"] = node
@@ -29,6 +36,7 @@ def pod_body(
 
 
 def status_of(error: ApiException) -> dict[str, Any]:
+    assert error.body is not None, f"{error.status} came without a body"
     body: dict[str, Any] = json.loads(error.body)
     return body
 
@@ -78,12 +86,16 @@ async def test_bookmarks_arrive_when_allowed(k8s: client.ApiClient) -> None:
     """With allowWatchBookmarks a quiet watch gets BOOKMARKs carrying the current version."""
     core = client.CoreV1Api(k8s)
     listed = await core.list_node()
-    response = await core.list_node(
-        watch=True,
-        allow_watch_bookmarks=True,
-        resource_version=listed.metadata.resource_version,
-        timeout_seconds=1,
-        _preload_content=False,
+    # with _preload_content=False the call returns the raw aiohttp response, not a V1NodeList
+    response = cast(
+        aiohttp.ClientResponse,
+        await core.list_node(
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=listed.metadata.resource_version,
+            timeout_seconds=1,
+            _preload_content=False,
+        ),
     )
     first = json.loads(await response.content.readline())
     response.release()
@@ -157,7 +169,8 @@ async def test_delete_status_codes(kube: KubeApiServer) -> None:
 async def test_finalizer_holds_deletion(k8s: client.ApiClient) -> None:
     """A node with a finalizer survives delete with a deletionTimestamp until the finalizer goes."""
     core = client.CoreV1Api(k8s)
-    await core.create_node({"metadata": {"name": "n1", "finalizers": ["daiku.dev/termination"]}})
+    node: WireBody = {"metadata": {"name": "n1", "finalizers": ["daiku.dev/termination"]}}
+    await core.create_node(node)
     await core.delete_node("n1")
     held = await core.read_node("n1")
     assert held.metadata.deletion_timestamp is not None
@@ -177,7 +190,8 @@ async def test_status_subresource_isolation(k8s: client.ApiClient) -> None:
         "p", "default", {"status": {"phase": "Running"}, "spec": {"nodeName": "n9"}}
     )
     pod = await core.read_namespaced_pod_status("p", "default")
-    assert (pod.status.phase, pod.spec.node_name) == ("Running", None)
+    assert pod.status.phase == "Running"
+    assert pod.spec.node_name is None  # the stubs say str, but an unbound pod has none
 
 
 async def test_label_and_field_selectors(k8s: client.ApiClient) -> None:
@@ -189,17 +203,17 @@ async def test_label_and_field_selectors(k8s: client.ApiClient) -> None:
     await core.create_namespaced_pod("default", pod_body("b", {"app": "db"}, node="n2"))
     await core.create_namespaced_pod("kube-system", pod_body("c", {"app": "web"}))
 
-    async def names(**kwargs: str) -> list[str]:
-        listed = await core.list_pod_for_all_namespaces(**kwargs)
+    def names(listed: client.V1PodList) -> list[str]:
         return sorted(p.metadata.name for p in listed.items)
 
-    assert await names(label_selector="app=web") == ["a", "c"]
-    assert await names(label_selector="app!=web") == ["b"]
-    assert await names(label_selector="app in (web,db),tier") == ["a"]
-    assert await names(label_selector="app notin (web),!tier") == ["b"]
-    assert await names(field_selector="spec.nodeName=n2") == ["b"]
-    assert await names(field_selector="metadata.namespace=kube-system") == ["c"]
-    assert await names(field_selector="spec.nodeName=,status.phase=Pending") == ["c"]
+    pods = core.list_pod_for_all_namespaces
+    assert names(await pods(label_selector="app=web")) == ["a", "c"]
+    assert names(await pods(label_selector="app!=web")) == ["b"]
+    assert names(await pods(label_selector="app in (web,db),tier")) == ["a"]
+    assert names(await pods(label_selector="app notin (web),!tier")) == ["b"]
+    assert names(await pods(field_selector="spec.nodeName=n2")) == ["b"]
+    assert names(await pods(field_selector="metadata.namespace=kube-system")) == ["c"]
+    assert names(await pods(field_selector="spec.nodeName=,status.phase=Pending")) == ["c"]
 
 
 async def test_patch_flavours(k8s: client.ApiClient) -> None:
@@ -220,7 +234,7 @@ async def test_patch_flavours(k8s: client.ApiClient) -> None:
         "p",
         "default",
         {"metadata": {"labels": {"app": None, "v": "2"}}},
-        _content_type="application/merge-patch+json",
+        **MERGE_PATCH,
     )
     await core.patch_namespaced_pod(
         "p", "default", [{"op": "add", "path": "/metadata/annotations", "value": {"a": "b"}}]
@@ -239,24 +253,21 @@ async def test_eviction_respects_pod_disruption_budget(k8s: client.ApiClient) ->
             "default",
             {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
         )
-    await policy.create_namespaced_pod_disruption_budget(
-        "default",
-        {
-            "metadata": {"name": "web"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-        },
-    )
-    eviction = {
+    budget: WireBody = {
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }
+    await policy.create_namespaced_pod_disruption_budget("default", budget)
+    eviction: WireBody = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
         "metadata": {"name": "a", "namespace": "default"},
     }
     await core.create_namespaced_pod_eviction("a", "default", eviction)
     assert (await core.read_namespaced_pod("a", "default")).metadata.deletion_timestamp is not None
+    second: WireBody = {**eviction, "metadata": {"name": "b"}}
     with pytest.raises(ApiException) as blocked:
-        await core.create_namespaced_pod_eviction(
-            "b", "default", {**eviction, "metadata": {"name": "b"}}
-        )
+        await core.create_namespaced_pod_eviction("b", "default", second)
     assert blocked.value.status == 429
     assert status_of(blocked.value)["details"]["causes"][0]["reason"] == "DisruptionBudget"
 
@@ -265,30 +276,29 @@ async def test_custom_resources_follow_their_crd(k8s: client.ApiClient) -> None:
     """An applied CRD serves its kind (cluster-scoped, with a status subresource) through the
     custom objects API."""
     extensions = client.ApiextensionsV1Api(k8s)
-    await extensions.create_custom_resource_definition(
-        {
-            "metadata": {"name": "gadgets.example.com"},
-            "spec": {
-                "group": "example.com",
-                "scope": "Cluster",
-                "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-                "versions": [
-                    {
-                        "name": "v1",
-                        "served": True,
-                        "storage": True,
-                        "subresources": {"status": {}},
-                        "schema": {
-                            "openAPIV3Schema": {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                            }
-                        },
-                    }
-                ],
-            },
-        }
-    )
+    crd: WireBody = {
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    await extensions.create_custom_resource_definition(crd)
     custom = client.CustomObjectsApi(k8s)
     body = {
         "apiVersion": "example.com/v1",
@@ -299,17 +309,16 @@ async def test_custom_resources_follow_their_crd(k8s: client.ApiClient) -> None:
     await custom.create_cluster_custom_object("example.com", "v1", "gadgets", body)
     # kubernetes_asyncio labels a dict body json-patch for custom objects; like the real
     # apiserver we refuse that, so callers name the merge patch type
-    merge = "application/merge-patch+json"
     with pytest.raises(ApiException) as mislabelled:
         await custom.patch_cluster_custom_object(
             "example.com", "v1", "gadgets", "g", {"spec": {"size": 2}}
         )
     assert mislabelled.value.status == 400
     await custom.patch_cluster_custom_object_status(
-        "example.com", "v1", "gadgets", "g", {"status": {"ready": True}}, _content_type=merge
+        "example.com", "v1", "gadgets", "g", {"status": {"ready": True}}, **MERGE_PATCH
     )
     await custom.patch_cluster_custom_object(
-        "example.com", "v1", "gadgets", "g", {"spec": {"size": 2}}, _content_type=merge
+        "example.com", "v1", "gadgets", "g", {"spec": {"size": 2}}, **MERGE_PATCH
     )
     gadget = await custom.get_cluster_custom_object("example.com", "v1", "gadgets", "g")
     assert (gadget["spec"], gadget["status"], gadget["metadata"]["generation"]) == (
@@ -324,24 +333,22 @@ async def test_custom_resources_follow_their_crd(k8s: client.ApiClient) -> None:
 async def test_scale_subresource_and_binding(k8s: client.ApiClient) -> None:
     """Deployments scale through /scale; pods bind to a node through /binding."""
     apps, core = client.AppsV1Api(k8s), client.CoreV1Api(k8s)
-    await apps.create_namespaced_deployment(
-        "default",
-        {
-            "metadata": {"name": "web"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "a", "image": "x"}]},
-                },
+    deployment: WireBody = {
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "a", "image": "x"}]},
             },
         },
-    )
+    }
+    await apps.create_namespaced_deployment("default", deployment)
     await apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 4}})
     scale = await apps.read_namespaced_deployment_scale("web", "default")
     assert (scale.spec.replicas, scale.status.selector) == (4, "app=web")
     await core.create_namespaced_pod("default", pod_body("p"))
-    binding = {
+    binding: WireBody = {
         "metadata": {"name": "p"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
     }

@@ -1,11 +1,13 @@
 """Merge, JSON and strategic merge patches as kubectl sends them."""
 
+from typing import Any
+
 import pytest
 
 from localcloud.kube.errors import Invalid
 from localcloud.kube.patches import json_patch, merge_patch, strategic_merge_patch
 
-POD = {
+POD: dict[str, Any] = {
     "metadata": {"name": "p", "labels": {"app": "web"}, "finalizers": ["a"]},
     "spec": {
         "containers": [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from localcloud.kube.schema import apply_structural_schema, validate
+from localcloud.kube.schema import JsonObject, apply_structural_schema, validate
 
 SCHEMA = {
     "type": "object",
@@ -38,7 +38,7 @@ SCHEMA = {
 async def test_prunes_unknown_fields_and_keeps_root_metadata() -> None:
     """Undeclared fields go; apiVersion, kind, metadata, additionalProperties and preserved
     subtrees stay."""
-    obj = {
+    obj: JsonObject = {
         "apiVersion": "x/v1",
         "kind": "X",
         "metadata": {"name": "a"},
@@ -56,7 +56,7 @@ async def test_prunes_unknown_fields_and_keeps_root_metadata() -> None:
 async def test_defaults_apply_recursively_and_to_list_items_and_nulls() -> None:
     """Missing or null non-nullable fields get defaults, inside defaults and list items too;
     a nullable null stays."""
-    obj = {
+    obj: JsonObject = {
         "spec": {"size": None, "mode": None, "items": [{"name": "a"}, {"name": "b", "weight": 5}]}
     }
     apply_structural_schema(obj, SCHEMA)

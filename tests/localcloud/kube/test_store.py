@@ -16,7 +16,7 @@ from localcloud.kube.errors import (
     TooManyRequests,
     UnsupportedMediaType,
 )
-from localcloud.kube.store import Store
+from localcloud.kube.store import ObjectList, Store
 
 
 def pod(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def deployment(name: str) -> dict[str, Any]:
     }
 
 
-CRD = {
+CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
     "metadata": {"name": "widgets.example.com"},
@@ -303,7 +303,10 @@ async def test_list_with_selectors() -> None:
     await store.create("pods", pod("a", {"app": "web"}, nodeName="n1"), "default")
     await store.create("pods", pod("b", {"app": "db"}, nodeName="n2"), "default")
     await store.create("pods", pod("c", {"app": "web"}), "kube-system")
-    names = lambda result: [o["metadata"]["name"] for o in result.items]  # noqa: E731
+
+    def names(result: ObjectList) -> list[str]:
+        return [o["metadata"]["name"] for o in result.items]
+
     assert names(await store.list("pods", label_selector="app=web")) == ["a", "c"]
     assert names(await store.list("pods", "default", label_selector="app in (web,db)")) == [
         "a",
