@@ -2,12 +2,16 @@
 
 /healthz answers 200 while the event loop runs (a wedged loop answers nothing, and the probe
 fails). /readyz answers 200 once the mirror is synced (leader or standby: a standby is ready to
-take over), 503 before, with the reason. /metrics serves the scheduler's own registry.
+take over) and the actuator answers its gRPC health check as SERVING; 503 otherwise, with the
+reason (`kubectl describe pod` then shows why the scheduler cannot work). Liveness never depends
+on the actuator: restarting the scheduler would not bring the actuator back.
+/metrics serves the scheduler's own registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -32,6 +36,36 @@ class HttpEndpoint:
 
     async def close(self) -> None:
         await self._runner.cleanup()
+
+
+class ActuatorProbe:
+    """Whether the actuator is serving, checked in the background every `interval_seconds`:
+    /readyz reads the last answer at once rather than waiting on another service."""
+
+    def __init__(
+        self,
+        is_serving: Callable[[], Awaitable[bool]],
+        *,
+        address: str,
+        interval_seconds: float = 5.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._is_serving = is_serving
+        self._address = address
+        self._interval_seconds = interval_seconds
+        self._sleep = sleep
+        self.reason: str | None = f"actuator at {address} not checked yet"
+
+    async def check(self) -> None:
+        """Ask once and keep the answer (the client's check never raises)."""
+        serving = await self._is_serving()
+        self.reason = None if serving else f"actuator at {self._address} is not serving"
+
+    async def run(self) -> None:
+        """Check until cancelled."""
+        while True:
+            await self.check()
+            await self._sleep(self._interval_seconds)
 
 
 def health_app(is_ready: Callable[[], str | None]) -> web.Application:

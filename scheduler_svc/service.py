@@ -25,7 +25,7 @@ from scheduler_svc.actuator_client import ActuatorClient, TlsFiles
 from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.disruption import DisruptionController, DisruptionControllerSettings
 from scheduler_svc.disruption.snapshot import catalog_instance_types
-from scheduler_svc.health import HttpEndpoint, health_app, metrics_app
+from scheduler_svc.health import ActuatorProbe, HttpEndpoint, health_app, metrics_app
 from scheduler_svc.kube.client import new_api_client
 from scheduler_svc.kube.leader_election import LeaderElector
 from scheduler_svc.kube.objects import KubeObjects
@@ -85,6 +85,7 @@ class SchedulerService:
         self._leading = False
         self._api: client.ApiClient | None = None
         self._actuator: ActuatorClient | None = None
+        self._actuator_probe: ActuatorProbe | None = None
 
     def _host(self) -> str:
         if self.options.host is not None:
@@ -96,7 +97,9 @@ class SchedulerService:
         return self._leading
 
     def _readiness(self) -> str | None:
-        return None if self.mirror.is_synced() else "cluster mirror not synced yet"
+        if not self.mirror.is_synced():
+            return "cluster mirror not synced yet"
+        return None if self._actuator_probe is None else self._actuator_probe.reason
 
     def _on_change(self, change: Change) -> None:
         if not self._leading:
@@ -134,6 +137,10 @@ class SchedulerService:
             self._actuator = ActuatorClient.connect(
                 settings.actuator_address, token=settings.resolved_actuator_token(), tls=tls
             )
+            self._actuator_probe = ActuatorProbe(
+                self._actuator.is_serving, address=settings.actuator_address
+            )
+            tasks.append(asyncio.create_task(self._actuator_probe.run(), name="actuator-probe"))
             # Port 0 turns an endpoint off (settings' contract).
             if settings.health_port:
                 health = HttpEndpoint(

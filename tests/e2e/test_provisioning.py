@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 import pytest
 
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
@@ -204,10 +205,12 @@ async def test_pods_pending_while_a_node_boots_go_to_that_node_not_a_new_claim(
 
 async def test_pods_wait_for_a_late_actuator_and_then_get_nodes(stack: Stack) -> None:
     """A scheduler that starts before its actuator reports the pods FailedProvisioning
-    ("instance types unavailable") and retries by itself: once the actuator serves, they run."""
+    ("instance types unavailable") and is not ready, naming the actuator; it retries by itself:
+    once the actuator serves, the pods run and the scheduler turns ready."""
     port = free_port()
     await stack.apply_pool(requirements=ON_DEMAND_SMALL)
-    await stack.start_scheduler(actuator_address=f"127.0.0.1:{port}")
+    scheduler = await stack.start_scheduler(actuator_address=f"127.0.0.1:{port}")
+    readyz = f"http://127.0.0.1:{scheduler.service.health_port}/readyz"
     await stack.create_pods(2, cpu="500m", memory="512Mi")
 
     async def reported() -> bool:
@@ -217,6 +220,7 @@ async def test_pods_wait_for_a_late_actuator_and_then_get_nodes(stack: Stack) ->
         )
 
     await until(reported, timeout_seconds=30)
+    assert await _get(readyz) == (503, f"actuator at 127.0.0.1:{port} is not serving")
     settings = ActuatorSettings(
         listen=f"127.0.0.1:{port}",
         cluster_name=stack.cloud.cluster_name,
@@ -231,3 +235,13 @@ async def test_pods_wait_for_a_late_actuator_and_then_get_nodes(stack: Stack) ->
             return await running_pods(stack) == 2
 
         await until(both_running, timeout_seconds=90)
+
+        async def ready() -> bool:
+            return await _get(readyz) == (200, "ok")
+
+        await until(ready, timeout_seconds=30)
+
+
+async def _get(url: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        return response.status, await response.text()
