@@ -2,6 +2,8 @@
 
 ActuatorError
 ├── InvalidRequestError          INVALID_ARGUMENT     malformed request; `field` names the field
+│   └── NothingSelectedError     (FAILED_PRECONDITION from ResolveNodeClass) selector terms that
+│                                match nothing in the cloud
 ├── NodeClaimNotFoundError       NOT_FOUND            no instance is tagged with the claim
 ├── OfferingsExhaustedError      RESOURCE_EXHAUSTED   every offering failed; carries the attempts
 └── CloudError
@@ -28,6 +30,13 @@ class InvalidRequestError(ActuatorError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class NothingSelectedError(InvalidRequestError):
+    """Selector terms match nothing in the cloud (no subnet, security group or AMI).
+
+    LaunchNodeClaim reports it as INVALID_ARGUMENT (as it always has); ResolveNodeClass as
+    FAILED_PRECONDITION: the request is well formed, the cloud does not hold what it names."""
 
 
 class NodeClaimNotFoundError(ActuatorError):

@@ -1,4 +1,11 @@
-"""Subnets, security groups and AMIs from selector terms, cached with a refresh interval."""
+"""Subnets, security groups and AMIs from selector terms, cached with a refresh interval.
+
+`resolve` is what a launch uses (the best subnet per zone, every security group, the newest
+image per architecture); `describe` is the same resolution in full, for ResolveNodeClass
+(every matching subnet, groups with names, the chosen images with names). `describe(...,
+fresh=True)` looks again now and refreshes the cache, so launches that follow use what it
+returned.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +14,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from actuator_svc.cloud.provider import CloudProvider, Subnet
+from actuator_svc.cloud.provider import CloudProvider, Image, SecurityGroup, Subnet
 from actuator_svc.core.node_class import (
     ImageChoice,
     NodeClassSpec,
     newest_image_per_architecture,
 )
-from actuator_svc.errors import InvalidRequestError
+from actuator_svc.errors import NothingSelectedError
 
 T = TypeVar("T")
 
@@ -25,6 +32,16 @@ class ResolvedNodeClass:
     subnet_by_zone: dict[str, Subnet]
     security_group_ids: tuple[str, ...]
     image_by_architecture: dict[str, str]
+
+
+@dataclass(frozen=True)
+class NodeClassResolution:
+    """What the selector terms select: every subnet (most free addresses first), every
+    security group and the image a launch takes for each architecture (newest)."""
+
+    subnets: tuple[Subnet, ...]
+    security_groups: tuple[SecurityGroup, ...]
+    images: tuple[Image, ...]
 
 
 class NodeClassResolver:
@@ -44,53 +61,78 @@ class NodeClassResolver:
         self._cache: dict[str, tuple[float, Any]] = {}
 
     async def _cached(
-        self, kind: str, terms: Sequence[Any], fetch: Callable[[], Awaitable[T]]
+        self,
+        kind: str,
+        terms: Sequence[Any],
+        fetch: Callable[[], Awaitable[T]],
+        *,
+        fresh: bool,
     ) -> T:
         key = kind + json.dumps([asdict(t) for t in terms], sort_keys=True, default=dict)
         hit = self._cache.get(key)
         now = self._clock()
-        if hit is not None and now - hit[0] < self._refresh_seconds:
+        if not fresh and hit is not None and now - hit[0] < self._refresh_seconds:
             value: T = hit[1]
             return value
-        fresh = await fetch()
-        self._cache[key] = (now, fresh)
-        return fresh
+        value = await fetch()
+        self._cache[key] = (now, value)
+        return value
 
-    async def resolve(self, node_class: NodeClassSpec) -> ResolvedNodeClass:
-        """Resolve the node class; InvalidRequestError names the terms that match nothing."""
+    async def describe(
+        self, node_class: NodeClassSpec, *, fresh: bool = False
+    ) -> NodeClassResolution:
+        """The full resolution; NothingSelectedError names the terms that match nothing."""
         subnets = await self._cached(
             "subnets",
             node_class.subnet_terms,
             lambda: self._cloud.find_subnets(node_class.subnet_terms),
+            fresh=fresh,
         )
         groups = await self._cached(
             "security_groups",
             node_class.security_group_terms,
             lambda: self._cloud.find_security_groups(node_class.security_group_terms),
+            fresh=fresh,
         )
         images = await self._cached(
             "images",
             node_class.image_terms,
             lambda: self._cloud.find_images(node_class.image_terms),
+            fresh=fresh,
         )
         if not subnets:
-            raise InvalidRequestError("node_class.subnet_selector_terms", "match no subnet")
+            raise NothingSelectedError("node_class.subnet_selector_terms", "match no subnet")
         if not groups:
-            raise InvalidRequestError(
+            raise NothingSelectedError(
                 "node_class.security_group_selector_terms", "match no security group"
             )
         if not images:
-            raise InvalidRequestError("node_class.ami_selector_terms", "match no available AMI")
+            raise NothingSelectedError("node_class.ami_selector_terms", "match no available AMI")
+        chosen = set(
+            newest_image_per_architecture(
+                [ImageChoice(i.id, i.architecture, i.creation_date) for i in images]
+            ).values()
+        )
+        by_id = {i.id: i for i in images if i.id in chosen}
+        return NodeClassResolution(
+            # The order Karpenter's status shows: most free addresses first, then by id.
+            subnets=tuple(sorted(subnets, key=lambda s: (-s.available_ip_count, s.id))),
+            security_groups=tuple(groups),
+            images=tuple(sorted(by_id.values(), key=lambda i: (i.architecture, i.id))),
+        )
+
+    async def resolve(self, node_class: NodeClassSpec) -> ResolvedNodeClass:
+        """Resolve the node class for a launch; NothingSelectedError (an InvalidRequestError)
+        names the terms that match nothing."""
+        resolution = await self.describe(node_class)
         by_zone: dict[str, Subnet] = {}
-        for subnet in subnets:
+        for subnet in resolution.subnets:
             # The subnet with the most free addresses in each zone, as Karpenter picks.
             best = by_zone.get(subnet.zone)
             if best is None or subnet.available_ip_count > best.available_ip_count:
                 by_zone[subnet.zone] = subnet
         return ResolvedNodeClass(
             subnet_by_zone=by_zone,
-            security_group_ids=tuple(groups),
-            image_by_architecture=newest_image_per_architecture(
-                [ImageChoice(i.id, i.architecture, i.creation_date) for i in images]
-            ),
+            security_group_ids=tuple(g.id for g in resolution.security_groups),
+            image_by_architecture={i.architecture: i.id for i in resolution.images},
         )

@@ -185,10 +185,12 @@ async def serve(
             certificate_authority=settings.cluster_ca_bundle,
             cidr=settings.cluster_cidr,
         )
+        # One resolver: ResolveNodeClass refreshes what launches then use.
+        resolver = NodeClassResolver(cloud, clock=clock)
         launcher = Launcher(
             cloud,
             catalog=catalog,
-            resolver=NodeClassResolver(cloud, clock=clock),
+            resolver=resolver,
             unavailable=unavailable,
             cluster=cluster,
             clock=clock,
@@ -219,6 +221,7 @@ async def serve(
                 launcher=launcher,
                 nodeclaims=NodeClaims(cloud, cluster_name=settings.cluster_name),
                 interruptions=feed,
+                resolver=resolver,
             ),
             server,
         )

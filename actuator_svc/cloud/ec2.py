@@ -36,6 +36,7 @@ from actuator_svc.cloud.provider import (
     Image,
     Instance,
     QueueMessage,
+    SecurityGroup,
     Subnet,
 )
 from actuator_svc.core.fleet_errors import is_retryable, is_unavailable_offering
@@ -314,12 +315,13 @@ class Ec2Cloud:
                     id=s["SubnetId"],
                     zone=s["AvailabilityZone"],
                     available_ip_count=int(s.get("AvailableIpAddressCount", 0)),
+                    zone_id=str(s.get("AvailabilityZoneId", "")),
                 )
         return sorted(found.values(), key=lambda s: s.id)
 
-    async def find_security_groups(self, terms: Sequence[SecurityGroupTerm]) -> list[str]:
-        """Ids of security groups matching any term."""
-        found: set[str] = set()
+    async def find_security_groups(self, terms: Sequence[SecurityGroupTerm]) -> list[SecurityGroup]:
+        """Security groups matching any term, by id."""
+        found: dict[str, SecurityGroup] = {}
         for term in terms:
             kwargs: dict[str, Any]
             if term.id:
@@ -333,8 +335,9 @@ class Ec2Cloud:
                 self._ec2.describe_security_groups,
                 **kwargs,
             )
-            found.update(g["GroupId"] for g in page.get("SecurityGroups", []))
-        return sorted(found)
+            for g in page.get("SecurityGroups", []):
+                found[g["GroupId"]] = SecurityGroup(g["GroupId"], str(g.get("GroupName", "")))
+        return [found[i] for i in sorted(found)]
 
     async def find_images(self, terms: Sequence[ImageTerm]) -> list[Image]:
         """Available images matching any term."""

@@ -23,6 +23,7 @@ from actuator_svc.cloud.provider import (
     Image,
     Instance,
     QueueMessage,
+    SecurityGroup,
     Subnet,
 )
 from actuator_svc.core.fleet_errors import is_capacity_type_wide
@@ -126,9 +127,9 @@ class FakeCloud:
             if any((t.id and t.id == s.id) or (not t.id and _matches(tags, t.tags)) for t in terms)
         ]
 
-    async def find_security_groups(self, terms: Sequence[SecurityGroupTerm]) -> list[str]:
-        return sorted(
-            g.id
+    async def find_security_groups(self, terms: Sequence[SecurityGroupTerm]) -> list[SecurityGroup]:
+        found = sorted(
+            (g.id, g.name)
             for g in self.security_groups
             if any(
                 (t.id and t.id == g.id)
@@ -137,6 +138,7 @@ class FakeCloud:
                 for t in terms
             )
         )
+        return [SecurityGroup(i, name) for i, name in found]
 
     async def find_images(self, terms: Sequence[ImageTerm]) -> list[Image]:
         found = []

@@ -25,6 +25,15 @@ class Subnet:
     id: str
     zone: str
     available_ip_count: int
+    zone_id: str = ""  # e.g. use1-az1: the same physical zone in every account
+
+
+@dataclass(frozen=True)
+class SecurityGroup:
+    """A security group: its id and its GroupName."""
+
+    id: str
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,8 +140,8 @@ class CloudProvider(Protocol):
         """Subnets matching any term; empty when none does."""
         ...
 
-    async def find_security_groups(self, terms: Sequence[SecurityGroupTerm]) -> list[str]:
-        """Ids of the security groups matching any term; empty when none does."""
+    async def find_security_groups(self, terms: Sequence[SecurityGroupTerm]) -> list[SecurityGroup]:
+        """The security groups matching any term, by id; empty when none does."""
         ...
 
     async def find_images(self, terms: Sequence[ImageTerm]) -> list[Image]:

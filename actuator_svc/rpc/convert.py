@@ -35,6 +35,7 @@ from actuator_svc.core.user_data import Taint
 from actuator_svc.errors import InvalidRequestError
 from actuator_svc.interruption import InstanceEvent
 from actuator_svc.launcher import LaunchAttempt, LaunchResult
+from actuator_svc.node_class_resolver import NodeClassResolution
 from daiku.actuator.v1 import actuator_pb2 as pb
 
 # What a caller may send, checked before any cloud call (INVALID_ARGUMENT naming the field).
@@ -393,4 +394,34 @@ def event_to_proto(item: InstanceEvent) -> pb.WatchCloudEventsResponse:
         time=_datetime_timestamp(event.time),
         deadline=_datetime_timestamp(event.deadline),
         offering=key_to_proto(item.offering) if item.offering else None,
+    )
+
+
+# EC2's Architecture -> the kubernetes.io/arch value of nodes it runs.
+_KUBE_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
+
+
+def resolution_to_proto(resolution: NodeClassResolution) -> pb.ResolveNodeClassResponse:
+    """ResolveNodeClass's answer (Karpenter's EC2NodeClass status shapes)."""
+    return pb.ResolveNodeClassResponse(
+        subnets=[
+            pb.ResolvedSubnet(id=s.id, zone=s.zone, zone_id=s.zone_id) for s in resolution.subnets
+        ],
+        security_groups=[
+            pb.ResolvedSecurityGroup(id=g.id, name=g.name) for g in resolution.security_groups
+        ],
+        amis=[
+            pb.ResolvedAmi(
+                id=i.id,
+                name=i.name,
+                requirements=[
+                    pb.NodeSelectorRequirement(
+                        key="kubernetes.io/arch",
+                        operator="In",
+                        values=[_KUBE_ARCH.get(i.architecture, i.architecture)],
+                    )
+                ],
+            )
+            for i in resolution.images
+        ],
     )

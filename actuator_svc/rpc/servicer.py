@@ -18,10 +18,12 @@ from actuator_svc.errors import (
     CloudUnavailableError,
     InvalidRequestError,
     NodeClaimNotFoundError,
+    NothingSelectedError,
     OfferingsExhaustedError,
 )
 from actuator_svc.interruption import InterruptionFeed
 from actuator_svc.launcher import Launcher
+from actuator_svc.node_class_resolver import NodeClassResolver
 from actuator_svc.nodeclaims import NodeClaims
 from actuator_svc.rpc import convert
 from daiku.actuator.v1 import actuator_pb2 as pb
@@ -84,9 +86,11 @@ class ActuatorServicer(actuator_pb2_grpc.ActuatorServicer):
         launcher: Launcher,
         nodeclaims: NodeClaims,
         interruptions: InterruptionFeed | None,
+        resolver: NodeClassResolver,
     ) -> None:
         self._catalog = catalog
         self._launcher = launcher
+        self._resolver = resolver
         self._nodeclaims = nodeclaims
         self._interruptions = interruptions
 
@@ -143,6 +147,19 @@ class ActuatorServicer(actuator_pb2_grpc.ActuatorServicer):
         return pb.ListNodeClaimsResponse(
             nodeclaims=[convert.nodeclaim_to_proto(i) for i in instances]
         )
+
+    async def ResolveNodeClass(
+        self, request: pb.ResolveNodeClassRequest, context: Context
+    ) -> pb.ResolveNodeClassResponse:
+        try:
+            node_class = convert.node_class_from_proto(request.node_class)
+            resolution = await self._resolver.describe(node_class, fresh=True)
+        except NothingSelectedError as exc:
+            # Well formed, but the cloud holds nothing it names: a precondition, not an argument.
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except ActuatorError as exc:
+            await abort_with(context, exc)
+        return convert.resolution_to_proto(resolution)
 
     async def WatchCloudEvents(
         self, request: pb.WatchCloudEventsRequest, context: Context

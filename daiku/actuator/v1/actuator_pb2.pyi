@@ -19,7 +19,9 @@ Errors (gRPC status codes):
                       LaunchNodeClaimFailure with every attempt and per-offering error.
   NOT_FOUND           no instance is tagged with the named NodeClaim.
   UNAVAILABLE         EC2 kept throttling or failing after bounded retries; safe to retry.
-  FAILED_PRECONDITION a permanent cloud error (unauthorized, invalid launch parameters).
+  FAILED_PRECONDITION a permanent cloud error (unauthorized, invalid launch parameters);
+                      from ResolveNodeClass also: selector terms that match nothing (the
+                      message starts with the field, e.g. "node_class.ami_selector_terms:").
   UNAUTHENTICATED     missing or wrong bearer token.
 """
 
@@ -1110,6 +1112,161 @@ class NodeClaim(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NodeClaim: _TypeAlias = NodeClaim  # noqa: Y015
+
+@_typing.final
+class ResolveNodeClassRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_CLASS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def node_class(self) -> Global___NodeClass:
+        """Only the selector terms (and name) are read."""
+
+    def __init__(
+        self,
+        *,
+        node_class: Global___NodeClass | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["node_class", b"node_class"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_class", b"node_class"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveNodeClassRequest: _TypeAlias = ResolveNodeClassRequest  # noqa: Y015
+
+@_typing.final
+class ResolveNodeClassResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBNETS_FIELD_NUMBER: _builtins.int
+    SECURITY_GROUPS_FIELD_NUMBER: _builtins.int
+    AMIS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def subnets(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResolvedSubnet]: ...
+    @_builtins.property
+    def security_groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResolvedSecurityGroup]: ...
+    @_builtins.property
+    def amis(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResolvedAmi]: ...
+    def __init__(
+        self,
+        *,
+        subnets: _abc.Iterable[Global___ResolvedSubnet] | None = ...,
+        security_groups: _abc.Iterable[Global___ResolvedSecurityGroup] | None = ...,
+        amis: _abc.Iterable[Global___ResolvedAmi] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["amis", b"amis", "security_groups", b"security_groups", "subnets", b"subnets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveNodeClassResponse: _TypeAlias = ResolveNodeClassResponse  # noqa: Y015
+
+@_typing.final
+class ResolvedSubnet(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    ZONE_FIELD_NUMBER: _builtins.int
+    ZONE_ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    zone: _builtins.str
+    """e.g. "us-east-1a"."""
+    zone_id: _builtins.str
+    """e.g. "use1-az1"; empty when EC2 does not report it."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        zone: _builtins.str = ...,
+        zone_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "zone", b"zone", "zone_id", b"zone_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolvedSubnet: _TypeAlias = ResolvedSubnet  # noqa: Y015
+
+@_typing.final
+class ResolvedSecurityGroup(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolvedSecurityGroup: _TypeAlias = ResolvedSecurityGroup  # noqa: Y015
+
+@_typing.final
+class ResolvedAmi(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    REQUIREMENTS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    name: _builtins.str
+    @_builtins.property
+    def requirements(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorRequirement]:
+        """The nodes this AMI is for, e.g. kubernetes.io/arch In [amd64]."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        requirements: _abc.Iterable[Global___NodeSelectorRequirement] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "name", b"name", "requirements", b"requirements"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolvedAmi: _TypeAlias = ResolvedAmi  # noqa: Y015
+
+@_typing.final
+class NodeSelectorRequirement(_message.Message):
+    """A Kubernetes node selector requirement: operator "In", "NotIn", "Exists", ..."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    operator: _builtins.str
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "operator", b"operator", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeSelectorRequirement: _TypeAlias = NodeSelectorRequirement  # noqa: Y015
 
 @_typing.final
 class WatchCloudEventsRequest(_message.Message):

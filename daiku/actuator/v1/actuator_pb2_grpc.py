@@ -59,6 +59,11 @@ class ActuatorStub:
                 request_serializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.ListNodeClaimsRequest.SerializeToString,
                 response_deserializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.ListNodeClaimsResponse.FromString,
                 _registered_method=True)
+        self.ResolveNodeClass = channel.unary_unary(
+                '/daiku.actuator.v1.Actuator/ResolveNodeClass',
+                request_serializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.ResolveNodeClassRequest.SerializeToString,
+                response_deserializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.ResolveNodeClassResponse.FromString,
+                _registered_method=True)
         self.WatchCloudEvents = channel.unary_stream(
                 '/daiku.actuator.v1.Actuator/WatchCloudEvents',
                 request_serializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.WatchCloudEventsRequest.SerializeToString,
@@ -110,6 +115,18 @@ class ActuatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResolveNodeClass(self, request, context):
+        """What a NodeClass's selector terms select now: every matching subnet (most free
+        addresses first), every matching security group, and the AMI a launch would use for
+        each architecture (the newest matching one), as Karpenter's EC2NodeClass status shows
+        them. Looks again now (no cached answer) and refreshes the actuator's cache, so launches
+        that follow use what it returned. FAILED_PRECONDITION when a selector list matches
+        nothing; INVALID_ARGUMENT when the NodeClass is malformed (as for LaunchNodeClaim).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchCloudEvents(self, request, context):
         """Interruption and state-change events for this cluster's instances, fed from the
         SQS interruption queue when one is configured. The stream stays open.
@@ -145,6 +162,11 @@ def add_ActuatorServicer_to_server(servicer, server):
                     servicer.ListNodeClaims,
                     request_deserializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.ListNodeClaimsRequest.FromString,
                     response_serializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.ListNodeClaimsResponse.SerializeToString,
+            ),
+            'ResolveNodeClass': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveNodeClass,
+                    request_deserializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.ResolveNodeClassRequest.FromString,
+                    response_serializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.ResolveNodeClassResponse.SerializeToString,
             ),
             'WatchCloudEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchCloudEvents,
@@ -287,6 +309,33 @@ class Actuator:
             '/daiku.actuator.v1.Actuator/ListNodeClaims',
             daiku_dot_actuator_dot_v1_dot_actuator__pb2.ListNodeClaimsRequest.SerializeToString,
             daiku_dot_actuator_dot_v1_dot_actuator__pb2.ListNodeClaimsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveNodeClass(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/daiku.actuator.v1.Actuator/ResolveNodeClass',
+            daiku_dot_actuator_dot_v1_dot_actuator__pb2.ResolveNodeClassRequest.SerializeToString,
+            daiku_dot_actuator_dot_v1_dot_actuator__pb2.ResolveNodeClassResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -19,7 +19,9 @@ Errors (gRPC status codes):
                       LaunchNodeClaimFailure with every attempt and per-offering error.
   NOT_FOUND           no instance is tagged with the named NodeClaim.
   UNAVAILABLE         EC2 kept throttling or failing after bounded retries; safe to retry.
-  FAILED_PRECONDITION a permanent cloud error (unauthorized, invalid launch parameters).
+  FAILED_PRECONDITION a permanent cloud error (unauthorized, invalid launch parameters);
+                      from ResolveNodeClass also: selector terms that match nothing (the
+                      message starts with the field, e.g. "node_class.ami_selector_terms:").
   UNAUTHENTICATED     missing or wrong bearer token.
 """
 
@@ -70,6 +72,14 @@ class ActuatorStub:
     """The instance behind one NodeClaim; NOT_FOUND when none is tagged with it."""
     ListNodeClaims: _grpc.UnaryUnaryMultiCallable[_actuator_pb2.ListNodeClaimsRequest, _actuator_pb2.ListNodeClaimsResponse]
     """Every instance tagged for this cluster, as NodeClaims."""
+    ResolveNodeClass: _grpc.UnaryUnaryMultiCallable[_actuator_pb2.ResolveNodeClassRequest, _actuator_pb2.ResolveNodeClassResponse]
+    """What a NodeClass's selector terms select now: every matching subnet (most free
+    addresses first), every matching security group, and the AMI a launch would use for
+    each architecture (the newest matching one), as Karpenter's EC2NodeClass status shows
+    them. Looks again now (no cached answer) and refreshes the actuator's cache, so launches
+    that follow use what it returned. FAILED_PRECONDITION when a selector list matches
+    nothing; INVALID_ARGUMENT when the NodeClass is malformed (as for LaunchNodeClaim).
+    """
     WatchCloudEvents: _grpc.UnaryStreamMultiCallable[_actuator_pb2.WatchCloudEventsRequest, _actuator_pb2.WatchCloudEventsResponse]
     """Interruption and state-change events for this cluster's instances, fed from the
     SQS interruption queue when one is configured. The stream stays open.
@@ -97,6 +107,14 @@ class ActuatorAsyncStub(ActuatorStub):
     """The instance behind one NodeClaim; NOT_FOUND when none is tagged with it."""
     ListNodeClaims: _aio.UnaryUnaryMultiCallable[_actuator_pb2.ListNodeClaimsRequest, _actuator_pb2.ListNodeClaimsResponse]  # type: ignore[assignment]
     """Every instance tagged for this cluster, as NodeClaims."""
+    ResolveNodeClass: _aio.UnaryUnaryMultiCallable[_actuator_pb2.ResolveNodeClassRequest, _actuator_pb2.ResolveNodeClassResponse]  # type: ignore[assignment]
+    """What a NodeClass's selector terms select now: every matching subnet (most free
+    addresses first), every matching security group, and the AMI a launch would use for
+    each architecture (the newest matching one), as Karpenter's EC2NodeClass status shows
+    them. Looks again now (no cached answer) and refreshes the actuator's cache, so launches
+    that follow use what it returned. FAILED_PRECONDITION when a selector list matches
+    nothing; INVALID_ARGUMENT when the NodeClass is malformed (as for LaunchNodeClaim).
+    """
     WatchCloudEvents: _aio.UnaryStreamMultiCallable[_actuator_pb2.WatchCloudEventsRequest, _actuator_pb2.WatchCloudEventsResponse]  # type: ignore[assignment]
     """Interruption and state-change events for this cluster's instances, fed from the
     SQS interruption queue when one is configured. The stream stays open.
@@ -151,6 +169,20 @@ class ActuatorServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_actuator_pb2.ListNodeClaimsResponse, _abc.Awaitable[_actuator_pb2.ListNodeClaimsResponse]]:
         """Every instance tagged for this cluster, as NodeClaims."""
+
+    @_abc_1.abstractmethod
+    def ResolveNodeClass(
+        self,
+        request: _actuator_pb2.ResolveNodeClassRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_actuator_pb2.ResolveNodeClassResponse, _abc.Awaitable[_actuator_pb2.ResolveNodeClassResponse]]:
+        """What a NodeClass's selector terms select now: every matching subnet (most free
+        addresses first), every matching security group, and the AMI a launch would use for
+        each architecture (the newest matching one), as Karpenter's EC2NodeClass status shows
+        them. Looks again now (no cached answer) and refreshes the actuator's cache, so launches
+        that follow use what it returned. FAILED_PRECONDITION when a selector list matches
+        nothing; INVALID_ARGUMENT when the NodeClass is malformed (as for LaunchNodeClaim).
+        """
 
     @_abc_1.abstractmethod
     def WatchCloudEvents(
