@@ -220,7 +220,11 @@ async def test_pods_wait_for_a_late_actuator_and_then_get_nodes(stack: Stack) ->
         )
 
     await until(reported, timeout_seconds=30)
-    assert await _get(readyz) == (503, f"actuator at 127.0.0.1:{port} is not serving")
+
+    async def not_ready_for_the_actuator() -> bool:
+        return await _get(readyz) == (503, f"actuator at 127.0.0.1:{port} is not serving")
+
+    await until(not_ready_for_the_actuator, timeout_seconds=30)
     settings = ActuatorSettings(
         listen=f"127.0.0.1:{port}",
         cluster_name=stack.cloud.cluster_name,
