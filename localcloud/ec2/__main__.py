@@ -26,6 +26,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="send instance state-change notifications to the interruption queue on termination",
     )
+    parser.add_argument(
+        "--moto-describe-instances",
+        action="store_true",
+        help="let moto answer DescribeInstances itself (slow with many instances; to compare)",
+    )
     args = parser.parse_args(argv)
 
     stopping = threading.Event()
@@ -41,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         region=args.region,
         cluster_name=args.cluster_name,
         emit_state_changes=args.emit_state_changes,
+        fast_describe_instances=not args.moto_describe_instances,
     )
     emulator.start()
     sys.stdout.write(

@@ -34,6 +34,7 @@ from werkzeug.datastructures import Headers, MultiDict
 from werkzeug.wrappers import Request, Response
 
 from localcloud.ec2.capacity import CapacityPools, FaultInjector, InjectedFault, PoolKey
+from localcloud.ec2.describe_instances import DescribeError, InstanceResponses, changes_instances
 from localcloud.ec2.fleet import FleetContext, FleetOutcome, FleetRequestError, run_instant_fleet
 from localcloud.ec2.pricing import get_products
 from localcloud.ec2.spot_prices import spot_price
@@ -90,6 +91,10 @@ class EmulatorState:
     pools: CapacityPools = field(default_factory=CapacityPools)
     faults: FaultInjector = field(default_factory=FaultInjector)
     ec2_lock: threading.RLock = field(default_factory=threading.RLock)
+    # DescribeInstances renderings, reused while instances stay the same (under ec2_lock)
+    instance_responses: InstanceResponses = field(default_factory=InstanceResponses)
+    # False: moto answers DescribeInstances itself (slow with many instances; for comparison)
+    fast_describe_instances: bool = True
     endpoint_url: str = ""
     interruption_queue_url: str = ""
     send_event: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
@@ -218,11 +223,14 @@ class Ec2EmulatorApp:
             statuses.append(status)
             return start_response(status, headers, exc_info)
 
+        action = form.get("Action", "")
         with self._state.ec2_lock:
             # moto builds the whole body inside the call, so the lock covers the backend work.
             answer = list(self._moto_app(environ, capture_status))
+            if changes_instances(action):
+                self._state.instance_responses.invalidate()
         notify = self._state.on_instances_terminated
-        if form.get("Action") == "TerminateInstances" and notify and statuses[0].startswith("200"):
+        if action == "TerminateInstances" and notify and statuses[0].startswith("200"):
             notify(list(_parse_ec2("TerminateInstances", form).get("InstanceIds") or []))
         return answer
 
@@ -241,9 +249,26 @@ class Ec2EmulatorApp:
             return self._fault(action, fault, form, received)
         if action == "CreateFleet" and form.get("Type") == "instant":
             return self._create_fleet(request, form, received)
-        if action == "DescribeSpotPriceHistory":
-            return self._spot_price_history(request, form)
-        return None
+        answer: Callable[[Request, MultiDict[str, str]], Response | None] | None = {
+            "DescribeSpotPriceHistory": self._spot_price_history,
+            "DescribeInstances": self._describe_instances,
+        }.get(action)
+        return None if answer is None else answer(request, form)
+
+    def _describe_instances(self, request: Request, form: MultiDict[str, str]) -> Response | None:
+        if not self._state.fast_describe_instances:
+            return None
+        account, region = _account_and_region(request, self._state.region)
+        params = _parse_ec2("DescribeInstances", form)
+        with self._state.ec2_lock:
+            try:
+                body = self._state.instance_responses.answer(_ec2_backend(account, region), params)
+            except DescribeError as error:
+                return ec2_error_response(error.code, error.message, 400)
+            except Exception:  # a bug here must not take DescribeInstances down: moto answers
+                log.exception("describe_instances_fast_path_failed")
+                return None
+        return None if body is None else Response(body, status=200, content_type="text/xml")
 
     @staticmethod
     def _ec2_form(request: Request, body: bytes) -> MultiDict[str, str] | None:

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import structlog
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from localcloud.ec2 import events
+from localcloud.ec2 import events, moto_fast_paths
 from localcloud.ec2.app import (
     DEFAULT_ACCOUNT_ID,
     CreateFleetCall,
@@ -62,9 +62,12 @@ class Ec2Emulator:
         cluster_name: str = "daiku",
         *,
         emit_state_changes: bool = False,
+        fast_describe_instances: bool = True,
     ) -> None:
         """`emit_state_changes`: send shutting-down/terminated state-change notifications to the
-        interruption queue when instances are terminated (as an EventBridge rule would)."""
+        interruption queue when instances are terminated (as an EventBridge rule would).
+        `fast_describe_instances=False` lets moto answer DescribeInstances itself (seconds for a
+        thousand instances; see `localcloud.ec2.describe_instances`), for comparison."""
         self.host = host
         self.port = port
         self.region = region
@@ -73,6 +76,7 @@ class Ec2Emulator:
         self._state = EmulatorState(
             region=region, cluster_name=cluster_name, context=fleet_context_for_region(region)
         )
+        self._state.fast_describe_instances = fast_describe_instances
         self._state.send_event = self._send_event_from_admin
         if emit_state_changes:
             self._state.on_instances_terminated = self._notify_terminated
@@ -103,6 +107,7 @@ class Ec2Emulator:
             )
 
             moto_api_backend.reset()
+            moto_fast_paths.install()
 
             class QuietRequestHandler(MotoRequestHandler):
                 # werkzeug logs every request to stderr; the emulator logs what matters itself.
@@ -233,6 +238,22 @@ class Ec2Emulator:
             http_status=http_status,
             message=message,
         )
+
+    @property
+    def fast_describe_instances(self) -> bool:
+        """Whether the emulator answers DescribeInstances (True) or moto does (False)."""
+        return self._state.fast_describe_instances
+
+    @fast_describe_instances.setter
+    def fast_describe_instances(self, enabled: bool) -> None:
+        with self._state.ec2_lock:
+            self._state.fast_describe_instances = enabled
+            self._state.instance_responses.invalidate()
+
+    @property
+    def describe_instances_rendered(self) -> int:
+        """Reservation items the fast path has serialized so far (each is then reused)."""
+        return self._state.instance_responses.rendered_count
 
     def clear_faults(self) -> None:
         self._state.faults.reset()
