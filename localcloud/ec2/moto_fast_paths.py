@@ -13,9 +13,9 @@ on each instance, compiling the filter's values to regular expressions each time
 `install()` adds two fast paths, each answering exactly what moto would:
 - `describe_tags` of exactly one literal resource id is read from moto's own tag dictionary
   (the same list of dicts, in the same order);
-- `all_reservations(filters)` with a `tag:KEY` filter of literal values first keeps the
-  reservations with an instance whose KEY tag has one of those values (a dictionary look-up per
-  instance), then lets moto filter those as before.
+- `all_reservations(filters)` with `tag:KEY` or `tag-key` filters of literal values first keeps
+  the reservations with an instance whose tags satisfy them (dictionary look-ups per instance),
+  then lets moto filter those as before.
 Every other call goes to moto unchanged. It is idempotent and process-wide, like moto's backends.
 """
 
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 # Characters that make a DescribeTags filter value a pattern (moto's simple_aws_filter_to_re).
@@ -50,18 +51,34 @@ def _literal_resource_id(filters: Any) -> str | None:
     return resource_id
 
 
-def _literal_tag_filters(filters: Any) -> dict[str, frozenset[str]]:
-    """{tag key: wanted values} of the `tag:KEY` filters whose values are all literal."""
+@dataclass(frozen=True)
+class _TagCondition:
+    """A literal tag filter: KEY's value is one of `values` (`tag:KEY`), or, with no key, one
+    of `values` is a key of the tags (`tag-key`)."""
+
+    key: str | None
+    values: frozenset[str]
+
+    def holds(self, tags: Mapping[str, str]) -> bool:
+        if self.key is None:
+            return any(value in tags for value in self.values)
+        return tags.get(self.key) in self.values
+
+
+def _literal_tag_conditions(filters: Any) -> list[_TagCondition]:
+    """The `tag:KEY` and `tag-key` filters whose values are all literal, as conditions."""
     if not isinstance(filters, dict):
-        return {}
-    found: dict[str, frozenset[str]] = {}
+        return []
+    found: list[_TagCondition] = []
     for name, values in filters.items():
-        if not isinstance(name, str) or not name.startswith("tag:") or not isinstance(values, list):
+        if not isinstance(name, str) or not isinstance(values, list) or not values:
             continue
-        if values and all(
-            isinstance(v, str) and not _PATTERN_CHARACTERS.intersection(v) for v in values
-        ):
-            found[name[4:]] = frozenset(values)
+        if not all(isinstance(v, str) and not _PATTERN_CHARACTERS.intersection(v) for v in values):
+            continue
+        if name.startswith("tag:"):
+            found.append(_TagCondition(name[4:], frozenset(values)))
+        elif name == "tag-key":
+            found.append(_TagCondition(None, frozenset(values)))
     return found
 
 
@@ -103,18 +120,15 @@ def install() -> None:
         original_all_reservations: Callable[..., list[Any]] = InstanceBackend.all_reservations
 
         def all_reservations(self: InstanceBackend, filters: Any = None) -> list[Any]:
-            wanted = _literal_tag_filters(filters)
-            if not wanted:
+            conditions = _literal_tag_conditions(filters)
+            if not conditions:
                 return original_all_reservations(self, filters)
             tags_by_id: dict[str, dict[str, str]] = self.tags  # type: ignore[attr-defined]
             kept = [
                 copy.copy(reservation)
                 for reservation in list(self.reservations.values())
                 if any(
-                    all(
-                        (tags_by_id.get(instance.id) or {}).get(key) in values
-                        for key, values in wanted.items()
-                    )
+                    all(c.holds(tags_by_id.get(instance.id) or {}) for c in conditions)
                     for instance in reservation.instances
                 )
             ]

@@ -161,12 +161,16 @@ class EmulatorInstances:
     async def instances(self) -> dict[str, ClusterInstance]:
         found: dict[str, ClusterInstance] = {}
         cluster_key = f"kubernetes.io/cluster/{self.cluster_name}"
+        backend = self._backend()
+        # moto's tag dictionary (resource id -> tags) read directly: this runs every poll on the
+        # API server's event loop. .get: it is a defaultdict, a read must not add entries.
+        tags_by_id = backend.tags
         # the emulator's request threads may launch meanwhile: read from copies
-        for reservation in list(self._backend().reservations.values()):
+        for reservation in list(backend.reservations.values()):
             for instance in list(reservation.instances):
                 if instance.state not in NOT_TERMINATED:
                     continue
-                tags = {t["key"]: t["value"] for t in instance.get_tags()}
+                tags = tags_by_id.get(instance.id) or {}
                 if tags.get(CLUSTER_TAG) != self.cluster_name and cluster_key not in tags:
                     continue
                 found[instance.id] = ClusterInstance(

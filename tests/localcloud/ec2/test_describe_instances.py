@@ -186,8 +186,8 @@ def test_unchanged_reservations_are_rendered_once(
 def test_literal_tag_look_ups_answer_as_patterns_do(
     emulator: Ec2Emulator, ec2: Any, launch_template_id: str
 ) -> None:
-    """A literal tag filter (the fast path) selects the same instances as an equivalent
-    pattern (moto's own path), and DescribeTags of one id (fast) lists the same tags as a
+    """Literal `tag:KEY` and `tag-key` filters (the fast path) select the same instances as
+    equivalent patterns (moto's own path), and DescribeTags of one id (fast) lists the same tags as a
     two-value id filter (moto's own path)."""
     ids = launch(ec2, emulator, launch_template_id, 12)
     for literal, pattern in [
@@ -209,6 +209,11 @@ def test_literal_tag_look_ups_answer_as_patterns_do(
     assert described_ids(
         ec2.describe_instances(Filters=[{"Name": f"tag:{CLAIM_TAG}", "Values": ["claim-03"]}])
     ) == [ids[3]]
+    by_key = [
+        described_ids(ec2.describe_instances(Filters=[{"Name": "tag-key", "Values": values}]))
+        for values in ([CLUSTER_TAG, "absent"], ["daiku.dev/cluste?"])
+    ]
+    assert by_key[0] == by_key[1] == [i for n, i in enumerate(ids) if n % 3]
 
     def tags(values: list[str]) -> list[dict[str, str]]:
         answer = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": values}])
