@@ -47,6 +47,9 @@ from actuator_svc.errors import CloudPermanentError, CloudUnavailableError
 log = structlog.get_logger("actuator_svc.cloud.ec2")
 T = TypeVar("T")
 _ALIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+# EC2's bounds on DescribeInstances' MaxResults.
+DESCRIBE_MIN_RESULTS = 5
+DESCRIBE_MAX_RESULTS = 1000
 _ALIAS_FAMILIES = {"al2023": "amazon-eks-node-al2023-{arch}-standard-{version}"}
 
 
@@ -110,7 +113,16 @@ class Ec2Cloud:
         retry: RetryPolicy | None = None,
         use_pricing_api: bool | None = None,
         timeout_seconds: float = 30.0,
+        describe_page_size: int = DESCRIBE_MAX_RESULTS,
     ) -> None:
+        """`describe_page_size`: MaxResults of each DescribeInstances page (EC2 allows 5-1000;
+        a smaller page bounds each answer's size and time, at more calls)."""
+        if not DESCRIBE_MIN_RESULTS <= describe_page_size <= DESCRIBE_MAX_RESULTS:
+            raise ValueError(
+                f"describe_page_size must be between {DESCRIBE_MIN_RESULTS} and "
+                f"{DESCRIBE_MAX_RESULTS} (EC2's MaxResults), got {describe_page_size}"
+            )
+        self.describe_page_size = describe_page_size
         self.region = region
         self.endpoints = endpoints or AwsEndpoints()
         self.retry = retry or RetryPolicy()
@@ -486,14 +498,14 @@ class Ec2Cloud:
     async def find_instances(
         self, tags: Mapping[str, str], *, include_terminated: bool = False
     ) -> list[Instance]:
-        """Instances carrying all `tags`."""
+        """Instances carrying all `tags`, filtered by EC2 and read page by page (NextToken)."""
         filters = _tag_filters(tags)
         if not include_terminated:
             filters.append({"Name": "instance-state-name", "Values": _ALIVE_STATES})
         instances: list[Instance] = []
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
+            kwargs: dict[str, Any] = {"Filters": filters, "MaxResults": self.describe_page_size}
             if token:
                 kwargs["NextToken"] = token
             page = await self._call("DescribeInstances", self._ec2.describe_instances, **kwargs)
