@@ -9,7 +9,7 @@ Instances launched in the emulator for `cluster_name` become Nodes (Ready after
 `boot_seconds`), pending pods are scheduled, Deployments and DaemonSets get their pods. Each
 behaviour can be switched off (`scheduler=False`, `kubelets=False`, `controllers=False`).
 The kubelets read the emulator's instances in process (the same state its HTTP API serves,
-without moto's slow rendering of a thousand instances per poll). The kubeconfig goes to
+without parsing a thousand instances' XML every poll). The kubeconfig goes to
 `kubeconfig_path`, or to a temporary file removed on exit. moto keeps
 EC2 state per process, so one LocalCloud runs per process at a time.
 """
