@@ -152,7 +152,12 @@ class Bench:
         request = urllib.request.Request(
             self.endpoint,
             data=urllib.parse.urlencode(query).encode(),
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                # moto routes by the credential scope (service, region); no signature is checked
+                "Authorization": "AWS4-HMAC-SHA256 Credential=bench/20260101/us-east-1/ec2/"
+                "aws4_request, SignedHeaders=host, Signature=0",
+            },
         )
         with urllib.request.urlopen(request, timeout=120) as response:
             return int(response.read().count(b"<instanceId>"))
