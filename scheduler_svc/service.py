@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import structlog
-from kubernetes_asyncio import client
 
 from scheduler_svc.actuator_client import ActuatorClient, TlsFiles
 from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.disruption import DisruptionController, DisruptionControllerSettings
 from scheduler_svc.disruption.snapshot import catalog_instance_types
 from scheduler_svc.health import ActuatorProbe, HttpEndpoint, health_app, metrics_app
-from scheduler_svc.kube.client import new_api_client
+from scheduler_svc.kube.client import KubeApiClient, new_api_client
 from scheduler_svc.kube.leader_election import LeaderElector
 from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.watch import WatchSettings, run_watches
@@ -83,7 +82,7 @@ class SchedulerService:
         self.health_port = 0
         self.metrics_port = 0
         self._leading = False
-        self._api: client.ApiClient | None = None
+        self._api: KubeApiClient | None = None
         self._actuator: ActuatorClient | None = None
         self._actuator_probe: ActuatorProbe | None = None
 
@@ -175,7 +174,7 @@ class SchedulerService:
         finally:
             await self._shutdown(tasks, endpoints)
 
-    def _build(self, api: client.ApiClient, actuator: ActuatorClient) -> None:
+    def _build(self, api: KubeApiClient, actuator: ActuatorClient) -> None:
         settings = self.settings
         writer = KubeWriter(KubeObjects(api))
         catalog = InstanceTypeCatalog(actuator)

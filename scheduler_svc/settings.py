@@ -259,7 +259,7 @@ def load_settings(
             values[spec.name] = _convert(_env(spec.name), env_value, target)
     settings = SchedulerSettings(**values)
     if settings.kubeconfig is None and not settings.in_cluster and environ.get("KUBECONFIG"):
-        # KUBECONFIG may list several files; kubernetes_asyncio reads one: take the first.
+        # KUBECONFIG may list several files; the client reads one: take the first.
         first = environ["KUBECONFIG"].split(os.pathsep)[0]
         settings = replace(settings, kubeconfig=Path(first))
     return settings

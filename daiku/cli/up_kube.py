@@ -1,4 +1,4 @@
-"""The Kubernetes calls `daiku up` makes, on raw JSON over kubernetes_asyncio's ApiClient.
+"""The Kubernetes calls `daiku up` makes, on raw JSON over the scheduler's KubeApiClient.
 
 Objects of any kind are addressed through API discovery (`/api/v1`, `/apis/<group>/<version>`),
 so CRDs applied a moment ago are usable as soon as the API server serves them. `apply` creates
@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client, config
-
 from scheduler_svc.errors import KubeApiError
+from scheduler_svc.kube.client import KubeApiClient, api_client_from_kubeconfig
 from scheduler_svc.kube.objects import KubeObjects
 
 KubeObject = dict[str, Any]
@@ -55,18 +54,14 @@ class ApiResource:
 class KubeClient:
     """A few verbs over raw JSON; see the module docstring. Close it with `close()`."""
 
-    def __init__(self, api: client.ApiClient, request_timeout_seconds: float = 30.0) -> None:
+    def __init__(self, api: KubeApiClient, request_timeout_seconds: float = 30.0) -> None:
         self._api = api
         self._objects = KubeObjects(api, timeout_seconds=request_timeout_seconds)
         self._resources: dict[str, list[ApiResource]] = {}
 
     @classmethod
     async def from_kubeconfig(cls, path: Path) -> KubeClient:
-        configuration = client.Configuration()
-        await config.load_kube_config(
-            config_file=str(path), client_configuration=configuration, persist_config=False
-        )
-        return cls(client.ApiClient(configuration=configuration))
+        return cls(await api_client_from_kubeconfig(path))
 
     async def close(self) -> None:
         await self._api.close()

@@ -1,6 +1,8 @@
-"""The only place kubernetes_asyncio appears: API client, list/watch loop, resources."""
+"""Everything that talks to the Kubernetes API: client, list/watch loop, resources, writes."""
 
 from scheduler_svc.kube.client import (
+    KubeApiClient,
+    KubeConfigError,
     api_client_from_kubeconfig,
     api_client_in_cluster,
     new_api_client,
@@ -19,6 +21,8 @@ from scheduler_svc.kube.watch import (
 
 __all__ = [
     "Backoff",
+    "KubeApiClient",
+    "KubeConfigError",
     "KubeObject",
     "KubeObjects",
     "ObjectEvent",

@@ -2,7 +2,7 @@
 
 The watch loop (`watch.py`) reads collections; everything that writes (NodeClaims and their
 status, node labels and taints, Events, evictions, NodePool status) goes through `KubeObjects`.
-Bodies go out and come back as plain dicts: no kubernetes_asyncio models.
+Bodies go out and come back as plain dicts: no generated client models.
 
 Errors (see `scheduler_svc.errors`): 404 -> KubeNotFoundError, 409 -> KubeConflictError
 (KubeAlreadyExistsError for reason AlreadyExists), 422 -> KubeInvalidError, 429 ->
@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import aiohttp
-from kubernetes_asyncio import client
 
 from scheduler_svc.errors import (
     KubeAlreadyExistsError,
@@ -28,6 +27,7 @@ from scheduler_svc.errors import (
     KubeNotFoundError,
     KubeTooManyRequestsError,
 )
+from scheduler_svc.kube.client import KubeApiClient
 from scheduler_svc.kube.resources import EVENTS, PODS, KubeObject, Resource
 
 PatchType = Literal["merge", "json", "strategic"]
@@ -43,11 +43,11 @@ def _utc_now() -> datetime:
 
 
 class KubeObjects:
-    """CRUD on any `Resource` over the shared ApiClient. `clock` stamps Events."""
+    """CRUD on any `Resource` over the shared KubeApiClient. `clock` stamps Events."""
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: KubeApiClient,
         *,
         timeout_seconds: float = 30.0,
         component: str = "daiku-scheduler",
@@ -185,18 +185,14 @@ class KubeObjects:
     ) -> KubeObject:
         """One raw JSON request to any API path (the verbs above are built on it); an error
         status raises the KubeApiError subclass for its code."""
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        response: aiohttp.ClientResponse = await self._api.call_api(
-            path,
+        response = await self._api.request(
             method,
-            query_params=list((query or {}).items()),
-            header_params=headers,
+            path,
+            params=list((query or {}).items()),
+            headers={"Accept": "application/json"},
             body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=self._timeout,
+            content_type=content_type,
+            client_timeout=self._timeout,
         )
         try:
             raw = await response.read()

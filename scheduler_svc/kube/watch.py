@@ -16,8 +16,8 @@ The loop (after kopf and client-go's reflector):
 5. Other failures back off 1, 1, 2, 3, 5, 8 … seconds (capped, with jitter); 429 waits what its
    Retry-After says.
 
-Objects stay raw JSON dicts (`KubeObject`): kubernetes_asyncio's generated models are slow to
-build and untyped; `scheduler_svc.kube.convert` turns the dicts into the core's dataclasses.
+Objects stay raw JSON dicts (`KubeObject`): generated client models are slow to build, untyped
+and heavy; `scheduler_svc.kube.convert` turns the dicts into the core's dataclasses.
 One undecodable line or one object the consumer chokes on is logged and skipped; the loop never
 dies of it. The loop runs until cancelled.
 """
@@ -33,8 +33,8 @@ from typing import Any, Literal, NoReturn
 
 import aiohttp
 import structlog
-from kubernetes_asyncio import client
 
+from scheduler_svc.kube.client import KubeApiClient
 from scheduler_svc.kube.resources import KubeObject, Resource, resource_version_of
 
 log = structlog.get_logger(__name__)
@@ -149,7 +149,7 @@ class ResourceWatch:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: KubeApiClient,
         resource: Resource,
         handler: WatchHandler,
         *,
@@ -159,7 +159,11 @@ class ResourceWatch:
         settings: WatchSettings | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: Callable[[], float] = random.random,
+        transform: Callable[[KubeObject], KubeObject] | None = None,
     ) -> None:
+        """`transform` (e.g. `kube.slim.slim_pod`) is applied to each object as it is decoded,
+        so a list holds one page of whole objects at a time, not all of them."""
+        self._transform = transform
         self._api = api
         self._resource = resource
         self._handler = handler
@@ -272,9 +276,10 @@ class ResourceWatch:
                     item.setdefault("kind", self._resource.kind)
                     item.setdefault("apiVersion", self._resource.api_version)
                     _strip(item)
-                    items.append(item)
+                    items.append(self._transformed(item))
                 else:
                     self._log.warning("watch_list_item_invalid", item_type=type(item).__name__)
+            del page, page_items  # the whole objects of this page go before the next one
             resource_version = str(metadata.get("resourceVersion") or "")
             continue_token = metadata.get("continue") or None
             if not continue_token:
@@ -377,9 +382,21 @@ class ResourceWatch:
         if event_type != "BOOKMARK":
             _strip(obj)
             self.events_delivered += 1
-            self._deliver(ObjectEvent(self._resource, event_type, obj))
+            self._deliver(ObjectEvent(self._resource, event_type, self._transformed(obj)))
 
     # -- plumbing -----------------------------------------------------------------------------
+
+    def _transformed(self, obj: KubeObject) -> KubeObject:
+        if self._transform is None:
+            return obj
+        try:
+            return self._transform(obj)
+        except Exception:
+            # Keep the object whole rather than lose it: consumers read it defensively.
+            self._log.exception(
+                "watch_transform_failed", name=(obj.get("metadata") or {}).get("name")
+            )
+            return obj
 
     def _deliver(self, event: WatchEvent) -> None:
         try:
@@ -405,16 +422,13 @@ class ResourceWatch:
     async def _request(
         self, params: list[tuple[str, str]], *, client_timeout: aiohttp.ClientTimeout
     ) -> aiohttp.ClientResponse:
-        response: aiohttp.ClientResponse = await self._api.call_api(
-            self._resource.collection_path(self._namespace),
+        return await self._api.request(
             "GET",
-            query_params=params,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=client_timeout,
+            self._resource.collection_path(self._namespace),
+            params=params,
+            headers={"Accept": "application/json"},
+            client_timeout=client_timeout,
         )
-        return response
 
 
 def _decode_event(

@@ -14,6 +14,7 @@ them by reference (O(objects) pointer copies, no deep copy). Readers must not mu
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -21,8 +22,8 @@ from types import MappingProxyType
 from typing import Any
 
 import structlog
-from kubernetes_asyncio import client
 
+from scheduler_svc.kube.client import KubeApiClient
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     EC2_NODE_CLASSES,
@@ -257,10 +258,13 @@ class ClusterMirror:
     def handle(self, event: WatchEvent) -> None:
         """Apply one watch event (the `ResourceWatch` handler). Events of resources the mirror
         does not hold are ignored; an object without a name is logged and skipped."""
+        self._handle(event, transformed=False)
+
+    def _handle(self, event: WatchEvent, *, transformed: bool) -> None:
         store = self._stores.get(event.resource)
         if store is None:
             return
-        transform = self._transforms.get(event.resource)
+        transform = None if transformed else self._transforms.get(event.resource)
         if isinstance(event, Synced):
             if transform is not None:
                 event = Synced(
@@ -420,15 +424,24 @@ class ClusterMirror:
 
     def watches(
         self,
-        api: client.ApiClient,
+        api: KubeApiClient,
         *,
         settings: WatchSettings | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: Callable[[], float] = random.random,
     ) -> list[ResourceWatch]:
-        """One ResourceWatch per mirrored resource, each feeding this mirror. Run them with
+        """One ResourceWatch per mirrored resource, each feeding this mirror (objects are
+        trimmed by the watch as they are decoded). Run them with
         `scheduler_svc.kube.watch.run_watches`."""
         return [
-            ResourceWatch(api, resource, self.handle, settings=settings, sleep=sleep, rng=rng)
+            ResourceWatch(
+                api,
+                resource,
+                functools.partial(self._handle, transformed=True),
+                settings=settings,
+                sleep=sleep,
+                rng=rng,
+                transform=self._transforms.get(resource),
+            )
             for resource in self._stores
         ]

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes_asyncio import client
 
-from scheduler_svc.kube.client import api_client_from_kubeconfig
+from scheduler_svc.kube.client import KubeApiClient, api_client_from_kubeconfig
 from scheduler_svc.kube.resources import PODS
 from scheduler_svc.kube.watch import (
     Backoff,
@@ -62,7 +61,7 @@ async def server() -> AsyncIterator[ApiServerDouble]:
 
 
 @pytest.fixture
-async def api(server: ApiServerDouble, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
+async def api(server: ApiServerDouble, tmp_path: Path) -> AsyncIterator[KubeApiClient]:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(server.kubeconfig()))
     api_client = await api_client_from_kubeconfig(kubeconfig)
@@ -89,7 +88,7 @@ class Running:
 
 
 def make_watch(
-    api: client.ApiClient,
+    api: KubeApiClient,
     recorder: Recorder,
     sleep: FakeSleep | None = None,
     settings: WatchSettings | None = None,
@@ -105,7 +104,7 @@ def make_watch(
 
 
 async def test_list_then_watch_delivers_existing_objects_then_every_change(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """The consumer gets a Synced snapshot of the existing objects, then each change in order."""
     server.create("a")
@@ -135,7 +134,7 @@ async def test_list_then_watch_delivers_existing_objects_then_every_change(
 
 
 async def test_a_cut_stream_resumes_from_the_last_resource_version_and_misses_nothing(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """After the connection is cut, the watch resumes from its last resourceVersion: changes
     made during the gap arrive once, without a relist."""
@@ -158,7 +157,7 @@ async def test_a_cut_stream_resumes_from_the_last_resource_version_and_misses_no
 
 
 async def test_a_stream_ended_by_the_server_is_rewatched_at_once(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """A watch the server ends cleanly (its timeoutSeconds) is reopened from the last
     resourceVersion without backing off."""
@@ -176,7 +175,7 @@ async def test_a_stream_ended_by_the_server_is_rewatched_at_once(
 
 
 async def test_bookmarks_advance_the_resource_version_without_delivering_an_event(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """A BOOKMARK moves the resourceVersion forward, delivers nothing, and the next watch starts
     from it."""
@@ -195,7 +194,7 @@ async def test_bookmarks_advance_the_resource_version_without_delivering_an_even
 
 @pytest.mark.parametrize("gone_as_error_event", [False, True])
 async def test_gone_relists_and_the_snapshot_drops_objects_deleted_during_the_gap(
-    server: ApiServerDouble, api: client.ApiClient, gone_as_error_event: bool
+    server: ApiServerDouble, api: KubeApiClient, gone_as_error_event: bool
 ) -> None:
     """On 410 Gone (HTTP status or ERROR event) the watch relists and delivers a Synced
     snapshot without the objects deleted while it could not watch."""
@@ -218,7 +217,7 @@ async def test_gone_relists_and_the_snapshot_drops_objects_deleted_during_the_ga
 
 
 async def test_too_many_requests_waits_what_retry_after_says(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """A 429 answer makes the watch wait exactly its Retry-After seconds before trying again."""
     server.fail_next(429, {"Retry-After": "7"}, reason="TooManyRequests")
@@ -232,7 +231,7 @@ async def test_too_many_requests_waits_what_retry_after_says(
 
 
 async def test_failures_back_off_one_one_two_three_five_then_reset_after_success(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """Consecutive server errors back off 1, 1, 2, 3, 5 s; after a success the next failure
     waits 1 s again."""
@@ -263,7 +262,7 @@ def test_backoff_is_fibonacci_capped_and_jittered_within_its_ratio() -> None:
 
 
 async def test_bad_lines_and_a_failing_handler_skip_one_event_and_keep_watching(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """An undecodable line, an event without resourceVersion and a handler exception each
     lose only that event; later events still arrive."""
@@ -290,7 +289,7 @@ async def test_bad_lines_and_a_failing_handler_skip_one_event_and_keep_watching(
 
 
 async def test_a_silent_stream_is_abandoned_after_the_inactivity_timeout(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """A watch that receives nothing for the inactivity timeout is reopened from the same
     resourceVersion, without relisting."""
@@ -305,7 +304,7 @@ async def test_a_silent_stream_is_abandoned_after_the_inactivity_timeout(
 
 
 async def test_a_paginated_list_collects_every_page_and_restarts_when_its_token_expires(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """A list split into pages yields one Synced with every object; an expired continue token
     restarts the list from the first page."""
@@ -324,7 +323,7 @@ async def test_a_paginated_list_collects_every_page_and_restarts_when_its_token_
 
 
 async def test_an_object_larger_than_a_stream_buffer_line_is_delivered(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """An event line of several hundred KiB (beyond aiohttp's readline limit) is delivered whole."""
     recorder = Recorder()
@@ -340,7 +339,7 @@ async def test_an_object_larger_than_a_stream_buffer_line_is_delivered(
 
 
 async def test_an_undecodable_list_answer_is_retried_after_backoff(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """A list answered with something that is not JSON (a proxy's HTML page) is retried after
     a backoff, and the watch then syncs."""
@@ -356,7 +355,7 @@ async def test_an_undecodable_list_answer_is_retried_after_backoff(
 
 
 async def test_managed_fields_and_last_applied_configuration_are_dropped(
-    server: ApiServerDouble, api: client.ApiClient
+    server: ApiServerDouble, api: KubeApiClient
 ) -> None:
     """Objects reach the consumer without managedFields and kubectl's last-applied annotation
     (memory), other annotations kept, from the list and from watch events alike."""
@@ -388,3 +387,34 @@ async def test_managed_fields_and_last_applied_configuration_are_dropped(
     for obj in (listed, watched.object):
         assert "managedFields" not in obj["metadata"]
         assert obj["metadata"]["annotations"] == {"team": "web"}
+
+
+async def test_a_transform_trims_listed_and_watched_objects_as_they_arrive(
+    server: ApiServerDouble, api: KubeApiClient
+) -> None:
+    """With a transform, the Synced list and every watch event carry transformed objects
+    (e.g. slimmed pods), never the whole ones."""
+    server.create("a", dnsPolicy="ClusterFirst", nodeName="n1")
+    recorder = Recorder()
+
+    def trim(obj: dict[str, Any]) -> dict[str, Any]:
+        return {**obj, "spec": {k: v for k, v in obj["spec"].items() if k != "dnsPolicy"}}
+
+    watch = ResourceWatch(
+        api,
+        PODS,
+        recorder,
+        settings=WatchSettings(jitter_ratio=0.0),
+        sleep=FakeSleep(),
+        transform=trim,
+    )
+    async with Running(watch):
+        await until(lambda: len(server.watch_requests()) == 1)
+        server.create("b", dnsPolicy="Default", nodeName="n2")
+        await until(lambda: len(recorder.events) == 2)
+
+    synced, added = recorder.events
+    assert isinstance(synced, Synced)
+    assert isinstance(added, ObjectEvent)
+    assert synced.objects[0]["spec"] == {"nodeName": "n1"}
+    assert added.object["spec"] == {"nodeName": "n2"}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler_svc.kube.client import api_client_from_kubeconfig
+from scheduler_svc.kube.client import KubeApiClient, api_client_from_kubeconfig
 from scheduler_svc.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES, PODS, Resource
 from scheduler_svc.kube.watch import ObjectEvent, ResourceWatch, Synced, WatchSettings
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
@@ -271,3 +271,22 @@ def test_the_mirror_stores_trimmed_pods_unless_told_otherwise() -> None:
     assert stored_whole is not None
     assert "containerStatuses" not in stored_trimmed["status"]
     assert stored_whole["status"]["containerStatuses"] == [{"name": "app", "ready": False}]
+
+
+def test_the_mirror_s_watches_slim_objects_before_the_mirror_stores_them() -> None:
+    """Watches built by the mirror carry its transform (objects are trimmed as decoded), and
+    what they deliver is stored as is, not trimmed twice."""
+    calls: list[str] = []
+
+    def trim(obj: dict[str, Any]) -> dict[str, Any]:
+        calls.append(obj["metadata"]["name"])
+        return obj
+
+    mirror = ClusterMirror([PODS], transforms={PODS: trim})
+    (watch,) = mirror.watches(KubeApiClient("http://127.0.0.1:1"))
+    assert watch._transform is trim
+    watch._deliver(Synced(PODS, ({"metadata": {"name": "a", "namespace": "d"}},), "1"))
+    assert mirror.get(PODS, "d/a") is not None
+    assert calls == []  # the watch transformed it already
+    mirror.handle(ObjectEvent(PODS, "ADDED", {"metadata": {"name": "b", "namespace": "d"}}))
+    assert calls == ["b"]  # events handed to handle() directly are trimmed by the mirror

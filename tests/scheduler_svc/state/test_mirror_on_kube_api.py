@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes_asyncio import client
 
 from localcloud.kube.server import KubeApiServer
-from scheduler_svc.kube.client import api_client_from_kubeconfig
+from scheduler_svc.kube.client import KubeApiClient, api_client_from_kubeconfig
 from scheduler_svc.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES, PODS
 from scheduler_svc.kube.watch import ResourceWatch, WatchSettings, run_watches
 from scheduler_svc.state.cluster import ClusterMirror
@@ -80,7 +79,7 @@ class CuttableProxy:
 class Cluster:
     kube: KubeApiServer
     proxy: CuttableProxy
-    api: client.ApiClient
+    api: KubeApiClient
     mirror: ClusterMirror
     watches: list[ResourceWatch]
 
