@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
@@ -263,23 +263,26 @@ class ResourceWatch:
             if continue_token:
                 params.append(("continue", continue_token))
             params.extend(self._selector_params())
-            page = await self._get_json(params, client_timeout=self._list_timeout())
-            if not isinstance(page, dict):
-                raise _RequestFailedError(f"list of {self._resource} returned a non-object body")
-            metadata = page.get("metadata") or {}
-            page_items = page.get("items") or []
-            if not isinstance(page_items, list):
-                raise _RequestFailedError(f"list of {self._resource} returned non-list items")
-            for item in page_items:
-                if isinstance(item, dict) and isinstance(item.get("metadata"), dict):
-                    # List items omit kind/apiVersion; watch events carry them. Make both alike.
-                    item.setdefault("kind", self._resource.kind)
-                    item.setdefault("apiVersion", self._resource.api_version)
-                    _strip(item)
-                    items.append(self._transformed(item))
-                else:
-                    self._log.warning("watch_list_item_invalid", item_type=type(item).__name__)
-            del page, page_items  # the whole objects of this page go before the next one
+            body = await self._get_text(params, client_timeout=self._list_timeout())
+            metadata: dict[str, Any] = {}
+            # Items are decoded and trimmed one at a time: a server that ignores `limit`
+            # (one 10,000-pod body) costs its text plus trimmed objects, not every whole pod.
+            for key, value in decode_list(body):
+                if key == "metadata" and isinstance(value, dict):
+                    metadata = value
+                elif key == "items" and value is not None:
+                    raise _RequestFailedError(f"list of {self._resource} returned non-list items")
+                elif key == LIST_ITEM:
+                    item = value
+                    if isinstance(item, dict) and isinstance(item.get("metadata"), dict):
+                        # List items omit kind/apiVersion; watch events carry them: alike.
+                        item.setdefault("kind", self._resource.kind)
+                        item.setdefault("apiVersion", self._resource.api_version)
+                        _strip(item)
+                        items.append(self._transformed(item))
+                    else:
+                        self._log.warning("watch_list_item_invalid", item_type=type(item).__name__)
+            del body
             resource_version = str(metadata.get("resourceVersion") or "")
             continue_token = metadata.get("continue") or None
             if not continue_token:
@@ -291,15 +294,16 @@ class ResourceWatch:
         self._log.info("watch_listed", objects=len(items), resource_version=resource_version)
         self._deliver(Synced(self._resource, tuple(items), resource_version))
 
-    async def _get_json(
+    async def _get_text(
         self, params: list[tuple[str, str]], *, client_timeout: aiohttp.ClientTimeout
-    ) -> Any:
+    ) -> str:
         response = await self._request(params, client_timeout=client_timeout)
         try:
             await _raise_for_status(response)
-            return await response.json(content_type=None)
+            raw = await response.read()
         finally:
             response.release()
+        return raw.decode("utf-8")
 
     # -- watch --------------------------------------------------------------------------------
 
@@ -449,6 +453,75 @@ def _decode_event(
     if event_type in _OBJECT_EVENT_TYPES or event_type in ("BOOKMARK", "ERROR"):
         return event_type, obj
     raise _InvalidEventError(f"unknown event type {event_type!r}")
+
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = " \t\n\r"
+
+
+def _skip_whitespace(text: str, index: int) -> int:
+    while index < len(text) and text[index] in _WHITESPACE:
+        index += 1
+    return index
+
+
+LIST_ITEM = "items[]"
+
+
+def decode_list(text: str) -> Iterator[tuple[str, Any]]:
+    """The members of a JSON list body (`{"metadata": …, "items": [...]}`) one at a time:
+    ("metadata", value), ("kind", value) …, and (LIST_ITEM, item) once per element of an
+    `items` array, each decoded only when reached, so the caller can trim an item before the
+    next one exists. Raises ValueError (json.JSONDecodeError) on a body that is not a JSON
+    object."""
+    index = _skip_whitespace(text, 0)
+    if not text.startswith("{", index):
+        raise json.JSONDecodeError("a list body must be a JSON object", text, index)
+    index = _skip_whitespace(text, index + 1)
+    if text.startswith("}", index):
+        return
+    while True:
+        key, index = _DECODER.raw_decode(text, index)
+        if not isinstance(key, str):
+            raise json.JSONDecodeError("object key expected", text, index)
+        index = _skip_whitespace(text, index)
+        if not text.startswith(":", index):
+            raise json.JSONDecodeError("':' expected", text, index)
+        index = _skip_whitespace(text, index + 1)
+        if key == "items" and text.startswith("[", index):
+            index = yield from _array_items(text, index)
+        else:
+            value, index = _DECODER.raw_decode(text, index)
+            yield key, value
+        index = _expect_separator(text, index, "}")
+        if index < 0:
+            return
+
+
+def _array_items(text: str, index: int) -> Generator[tuple[str, Any], None, int]:
+    """Yield each element of the array starting at text[index] ("["); return the index after
+    its "]"."""
+    index = _skip_whitespace(text, index + 1)
+    if text.startswith("]", index):
+        return index + 1
+    while True:
+        item, index = _DECODER.raw_decode(text, index)
+        yield LIST_ITEM, item
+        del item
+        index = _expect_separator(text, index, "]")
+        if index < 0:
+            return -index
+
+
+def _expect_separator(text: str, index: int, closing: str) -> int:
+    """After a value: the index of the next value after a ",", or minus the index after
+    `closing` when the container ends there."""
+    index = _skip_whitespace(text, index)
+    if text.startswith(closing, index):
+        return -(index + 1)
+    if not text.startswith(",", index):
+        raise json.JSONDecodeError(f"',' or '{closing}' expected", text, index)
+    return _skip_whitespace(text, index + 1)
 
 
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
