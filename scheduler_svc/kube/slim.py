@@ -83,11 +83,19 @@ _UNREAD_NODE_STATUS_FIELDS = frozenset(
 _INTERN_MAX_CHARS = 64
 
 
+# Values unique to one object version: interning them would only grow the interpreter's
+# table of interned strings (3.7 MB at 10k pods with them in).
+_UNIQUE_VALUE_KEYS = frozenset({"uid", "resourceVersion"})
+
+
 def compact(value: Any) -> Any:
     """`value` rebuilt with interned dict keys and interned short strings (a new structure;
     `value` unchanged). Lists stay lists, so readers see the same types."""
     if isinstance(value, dict):
-        return {(sys.intern(k) if type(k) is str else k): compact(v) for k, v in value.items()}
+        return {
+            (sys.intern(k) if type(k) is str else k): (v if k in _UNIQUE_VALUE_KEYS else compact(v))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [compact(v) for v in value]
     if type(value) is str and len(value) <= _INTERN_MAX_CHARS:

@@ -14,7 +14,6 @@ them by reference (O(objects) pointer copies, no deep copy). Readers must not mu
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -260,6 +259,10 @@ class ClusterMirror:
         does not hold are ignored; an object without a name is logged and skipped."""
         self._handle(event, transformed=False)
 
+    def _handle_transformed(self, event: WatchEvent) -> None:
+        """The handler of the mirror's own watches, which transformed the objects already."""
+        self._handle(event, transformed=True)
+
     def _handle(self, event: WatchEvent, *, transformed: bool) -> None:
         store = self._stores.get(event.resource)
         if store is None:
@@ -437,7 +440,7 @@ class ClusterMirror:
             ResourceWatch(
                 api,
                 resource,
-                functools.partial(self._handle, transformed=True),
+                self._handle_transformed,
                 settings=settings,
                 sleep=sleep,
                 rng=rng,

@@ -3,6 +3,7 @@ variants, exec credential plugins, in-cluster config, and its import cost."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import ipaddress
@@ -35,6 +36,7 @@ from scheduler_svc.kube.client import (
     api_client_in_cluster,
 )
 from scheduler_svc.kube.objects import KubeObjects
+from tests.scheduler_svc.kube.polling import until
 
 ROOT = Path(__file__).parents[3]
 
@@ -407,3 +409,39 @@ def test_importing_the_service_does_not_import_kubernetes_asyncio() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+async def test_requests_beyond_the_connection_limit_wait_for_a_free_connection() -> None:
+    """With connection_limit=3, six concurrent requests never have more than three in flight
+    at the server (each connection holds TLS buffers), and all six complete."""
+    in_flight = 0
+    most = 0
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await release.wait()
+        in_flight -= 1
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        async with KubeApiClient(f"http://127.0.0.1:{port}", connection_limit=3) as api:
+            objects = KubeObjects(api)
+            calls = [asyncio.create_task(objects.request("GET", "/slow")) for _ in range(6)]
+            await until(lambda: in_flight == 3)
+            await asyncio.sleep(0.05)  # give a fourth request the chance to (wrongly) arrive
+            assert most == 3
+            release.set()
+            assert await asyncio.gather(*calls) == [{}] * 6
+        assert most == 3
+    finally:
+        await runner.cleanup()
