@@ -12,9 +12,12 @@ with GET (get, list, `watch=true` streams one JSON event per line over chunked H
 strategic merge; `application/apply-patch+yaml` is approximated, see below), DELETE (object
 or collection). Query booleans are accepted in any case (`watch=True`, `watch=1`). Every error
 is a `Status` object. `Accept: application/json;as=Table;...` returns a meta.k8s.io/v1 Table.
-`limit`/`continue` are accepted and ignored (the whole list is returned, with no continue
-token), which clients treat as the last page. `/openapi/v2` and `/openapi/v3` answer 404,
-and kubectl then falls back to its compiled-in types.
+Lists honour `limit`/`continue` as kube-apiserver does: a page of at most `limit` items in
+(namespace, name) order, `metadata.continue` and `remainingItemCount` while more follow, every
+page reporting the first page's resourceVersion (a watch from it replays whatever changed while
+the pages were read; later pages show the objects as they are when read, not a snapshot); a
+token from before a compaction is 410 Expired, a malformed one 400. `/openapi/v2` and
+`/openapi/v3` answer 404, and kubectl then falls back to its compiled-in types.
 
 Server-side apply (`kubectl apply --server-side`) is approximated: create when absent, else a
 strategic merge (merge for custom resources) of the applied configuration, with no field
@@ -23,10 +26,13 @@ ownership or conflict detection.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -65,6 +71,7 @@ _PATCH_TYPES: Final = {
 }
 _DEFAULT_WATCH_TIMEOUT_SECONDS: Final = 1800.0
 _JSON: Final = "application/json"
+_CONTINUE_VERSION: Final = "localcloud/v1"
 
 
 def _flag(value: str | None) -> bool:
@@ -78,6 +85,63 @@ def _int(value: str | None, name: str) -> int | None:
         return int(value)
     except ValueError as error:
         raise BadRequest(f"invalid value for {name}: {value!r}") from error
+
+
+def _list_key(obj: JsonObject) -> tuple[str, str]:
+    """Where an object sits in a list: the store returns them in this order."""
+    metadata = obj["metadata"]
+    return str(metadata.get("namespace", "")), str(metadata["name"])
+
+
+@dataclass(frozen=True)
+class _Page:
+    """One page of a list: `items` after the continue token's key, at most `limit` of them."""
+
+    items: list[JsonObject]
+    resource_version: int
+    token_resource_version: int | None
+    next_after: tuple[str, str] | None
+    remaining: int
+
+    @classmethod
+    def of(cls, query: Mapping[str, str], items: list[JsonObject], current_rv: int) -> _Page:
+        limit = _int(query.get("limit"), "limit") or 0
+        token = query.get("continue", "")
+        rv, token_rv = current_rv, None
+        if token:
+            token_rv, after = _decode_continue(token)
+            rv = token_rv
+            items = [o for o in items if _list_key(o) > after]
+        if limit <= 0 or len(items) <= limit:
+            return cls(items, rv, token_rv, None, 0)
+        page = items[:limit]
+        return cls(page, rv, token_rv, _list_key(page[-1]), len(items) - limit)
+
+    def metadata(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"resourceVersion": str(self.resource_version)}
+        if self.next_after is not None:
+            metadata["continue"] = _encode_continue(self.resource_version, self.next_after)
+            metadata["remainingItemCount"] = self.remaining
+        return metadata
+
+
+def _encode_continue(resource_version: int, after: tuple[str, str]) -> str:
+    raw = json.dumps({"v": _CONTINUE_VERSION, "rv": resource_version, "start": list(after)})
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    """The token's resourceVersion and the key the next page starts after; BadRequest when
+    it is not one this server wrote."""
+    invalid = BadRequest(f"invalid continue token {token!r}")
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+        rv, (namespace, name) = decoded["rv"], decoded["start"]
+    except (ValueError, TypeError, KeyError, binascii.Error) as error:
+        raise invalid from error
+    if decoded.get("v") != _CONTINUE_VERSION or not isinstance(rv, int):
+        raise invalid
+    return rv, (str(namespace), str(name))
 
 
 def _json_response(body: Any, status: int = 200) -> web.Response:
@@ -364,15 +428,21 @@ class KubeApi:
             query.get("fieldSelector", ""),
             copy=False,
         )
-        items, rv = listed.items, str(listed.resource_version)
+        items, rv = listed.items, listed.resource_version
+        page = _Page.of(query, items, rv)
+        if page.token_resource_version is not None:
+            self.store.require_retained(rt, page.token_resource_version)
+        metadata = page.metadata()
         if _wants_table(request):
-            return _json_response(self._table(request, rt, items, rv))
+            table = self._table(request, rt, page.items, metadata["resourceVersion"])
+            table["metadata"] = {**table.get("metadata", {}), **metadata}
+            return _json_response(table)
         return _json_response(
             {
                 "kind": rt.list_kind,
                 "apiVersion": rt.api_version,
-                "metadata": {"resourceVersion": rv},
-                "items": items,
+                "metadata": metadata,
+                "items": page.items,
             }
         )
 

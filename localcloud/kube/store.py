@@ -526,6 +526,16 @@ class Store:
             copy=copy,
         )
 
+    def require_retained(self, resource: str | ResourceType, resource_version: int) -> None:
+        """Raise Gone (410 Expired) when changes of `resource` after `resource_version` were
+        compacted away: a list continued from then could no longer be made consistent."""
+        bucket = self._bucket(self.resource(resource))
+        if resource_version < bucket.floor_rv:
+            raise Gone(
+                f"The provided continue parameter is too old: resource version "
+                f"{resource_version} ({bucket.floor_rv + 1})"
+            )
+
     def compact(self) -> None:
         """Forget every retained change, as an etcd compaction does: older watches get 410."""
         for bucket in self._buckets.values():
