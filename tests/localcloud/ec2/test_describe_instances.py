@@ -187,8 +187,8 @@ def test_literal_tag_look_ups_answer_as_patterns_do(
     emulator: Ec2Emulator, ec2: Any, launch_template_id: str
 ) -> None:
     """Literal `tag:KEY` and `tag-key` filters (the fast path) select the same instances as
-    equivalent patterns (moto's own path), and DescribeTags of one id (fast) lists the same tags as a
-    two-value id filter (moto's own path)."""
+    equivalent patterns (moto's own path), and DescribeTags of one id (fast) lists the same
+    tags as a two-value id filter (moto's own path)."""
     ids = launch(ec2, emulator, launch_template_id, 12)
     for literal, pattern in [
         (["claim-04"], ["claim-04*"]),
