@@ -281,7 +281,8 @@ class KubeApiClient:
         # Created on first use, inside the running loop (aiohttp wants one).
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._connection_limit, ssl=self._ssl)
-            self._session = aiohttp.ClientSession(connector=connector)
+            # trust_env: HTTPS_PROXY/NO_PROXY apply, as they do to client-go and kubectl.
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=True)
         return self._session
 
     async def request(
