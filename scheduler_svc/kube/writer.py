@@ -4,7 +4,8 @@ delete), Node registration patches, Events and NodePool/EC2NodeClass status.
 Every method states the one API call (or the two) it makes; callers decide what to do on the
 typed errors of `scheduler_svc.errors` (`KubeNotFoundError` for an object already gone is
 usually "done"). Conditions are written whole: the CRDs declare them a map keyed by type, and a
-merge patch replaces the list, so `set_condition` computes the new list from the current one.
+merge patch replaces the list, so `set_nodeclaim_conditions` computes the new list from the
+current one and writes it conditionally on that one's resourceVersion.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from scheduler_svc.errors import KubeNotFoundError
+from scheduler_svc.errors import KubeConflictError, KubeNotFoundError
 from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
@@ -25,6 +26,8 @@ from scheduler_svc.kube.resources import (
 
 TERMINATION_FINALIZER = "daiku.dev/termination"
 UNREGISTERED_TAINT_KEY = "daiku.dev/unregistered"
+# Conflicts in a row before a condition write gives up (each one re-reads the claim).
+CONDITION_WRITE_ATTEMPTS = 5
 
 
 def utc_now() -> datetime:
@@ -130,29 +133,41 @@ class KubeWriter:
         """Merge-patch the NodeClaim's metadata/spec."""
         return await self.objects.patch(NODE_CLAIMS, name, dict(patch))
 
-    async def patch_nodeclaim_status(self, name: str, status: Mapping[str, Any]) -> KubeObject:
-        """Merge-patch the NodeClaim's status subresource with `status`."""
-        return await self.objects.patch(
-            NODE_CLAIMS, name, {"status": dict(status)}, subresource="status"
-        )
-
     async def set_nodeclaim_conditions(
         self,
         claim: KubeObject,
         updates: Iterable[tuple[str, Literal["True", "False", "Unknown"], str, str]],
         extra_status: Mapping[str, Any] | None = None,
     ) -> KubeObject:
-        """Set conditions (type, status, reason, message) on `claim` (from its current list)
-        plus any `extra_status` fields, in one status patch."""
-        now = self._clock()
-        conditions = conditions_of(claim)
-        for condition_type, status, reason, message in updates:
-            conditions = with_condition(
-                conditions, condition_type, status, reason=reason, message=message, now=now
-            )
-        return await self.patch_nodeclaim_status(
-            name_of(claim), {**(extra_status or {}), "conditions": conditions}
-        )
+        """Set conditions (type, status, reason, message) on `claim` plus any `extra_status`
+        fields, in one status patch.
+
+        The list is written whole (a merge patch replaces it), so the patch is conditional on
+        the resourceVersion it was computed from: a stale copy (the mirror lags, or a slow
+        relaunch records `Launched` after the lifecycle wrote `Registered`) gets a 409 instead
+        of erasing another writer's condition; the claim is then read again and the updates
+        re-applied, up to `CONDITION_WRITE_ATTEMPTS` times."""
+        updates = list(updates)
+        name = name_of(claim)
+        current = claim
+        for attempt in range(CONDITION_WRITE_ATTEMPTS):
+            conditions = conditions_of(current)
+            now = self._clock()
+            for condition_type, status, reason, message in updates:
+                conditions = with_condition(
+                    conditions, condition_type, status, reason=reason, message=message, now=now
+                )
+            body: dict[str, Any] = {"status": {**(extra_status or {}), "conditions": conditions}}
+            resource_version = (current.get("metadata") or {}).get("resourceVersion")
+            if resource_version:
+                body["metadata"] = {"resourceVersion": resource_version}
+            try:
+                return await self.objects.patch(NODE_CLAIMS, name, body, subresource="status")
+            except KubeConflictError:
+                if attempt == CONDITION_WRITE_ATTEMPTS - 1:
+                    raise
+                current = await self.objects.get(NODE_CLAIMS, name)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def delete_nodeclaim(self, name: str) -> None:
         """DELETE the NodeClaim (its finalizer keeps it until the termination is done);

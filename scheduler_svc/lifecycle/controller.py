@@ -77,6 +77,9 @@ class LifecycleSettings:
     # Changes arriving closer together than this are handled in one pass (node heartbeats of a
     # thousand nodes must not make the controller rescan on every single one).
     min_interval_seconds: float = 0.05
+    # A step this process wrote but the mirror still does not show after this long is done
+    # again: the write was lost or undone, and waiting longer would strand the claim.
+    step_visible_within_seconds: float = 30.0
     termination: TerminationSettings = field(default_factory=TerminationSettings)
 
 
@@ -132,8 +135,9 @@ class LifecycleController:
         )
         self._wake = asyncio.Event()
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        # Steps this process completed, until the mirror shows them (no double writes/counts).
-        self._done: set[tuple[str, str]] = set()
+        # Steps this process completed (when), until the mirror shows them: no double writes or
+        # counts while the watch catches up; see `_awaiting_mirror`.
+        self._done: dict[tuple[str, str], datetime] = {}
 
     @property
     def terminator(self) -> Terminator:
@@ -194,7 +198,7 @@ class LifecycleController:
 
     async def reconcile_all(self) -> None:
         claims = self._mirror.objects(NODE_CLAIMS)
-        self._done = {done for done in self._done if done[0] in claims}
+        self._done = {done: at for done, at in self._done.items() if done[0] in claims}
         for name, claim in list(claims.items()):
             self._reconcile(name, claim)
         for node in list(self._mirror.objects(NODES).values()):
@@ -221,7 +225,7 @@ class LifecycleController:
         provider_id = str((claim.get("status") or {}).get("providerID", ""))
         node = self._mirror.node_by_provider_id(provider_id) if provider_id else None
         if not is_condition_true(claim, "Registered"):
-            if (name, "registered") in self._done:
+            if self._awaiting_mirror(name, "registered", now):
                 return
             if node is not None:
                 self._spawn(name, self._register(name, node))
@@ -230,14 +234,29 @@ class LifecycleController:
             if now - since > timedelta(seconds=self.settings.registration_timeout_seconds):
                 self._spawn(name, self._expire(name, "registration timed out"))
             return
-        self._done.discard((name, "registered"))
-        self._reconcile_initialized(name, claim, node)
+        self._done.pop((name, "registered"), None)
+        self._reconcile_initialized(name, claim, node, now)
 
-    def _reconcile_initialized(self, name: str, claim: KubeObject, node: KubeObject | None) -> None:
+    def _awaiting_mirror(self, name: str, step: str, now: datetime) -> bool:
+        """Whether `step` of claim `name` was written by this process recently enough that the
+        mirror may just not show it yet; a step older than `step_visible_within_seconds` is
+        forgotten (and so done again)."""
+        done_at = self._done.get((name, step))
+        if done_at is None:
+            return False
+        if now - done_at <= timedelta(seconds=self.settings.step_visible_within_seconds):
+            return True
+        log.warning("nodeclaim_step_not_visible", nodeclaim=name, step=step)
+        del self._done[(name, step)]
+        return False
+
+    def _reconcile_initialized(
+        self, name: str, claim: KubeObject, node: KubeObject | None, now: datetime
+    ) -> None:
         """Initialized once the Node is Ready and its startup/unregistered taints are gone."""
         if is_condition_true(claim, "Initialized"):
-            self._done.discard((name, "initialized"))
-        elif node is not None and (name, "initialized") not in self._done:
+            self._done.pop((name, "initialized"), None)
+        elif node is not None and not self._awaiting_mirror(name, "initialized", now):
             startup_keys = {
                 t.get("key")
                 for t in (claim.get("spec") or {}).get("startupTaints") or []
@@ -328,7 +347,7 @@ class LifecycleController:
             [("Registered", "True", "Registered", "")],
             extra_status={"nodeName": node_name},
         )
-        self._done.add((name, "registered"))
+        self._done[(name, "registered")] = self._clock()
         self._metrics.claim_step(_pool_of(claim), "registered")
         log.info("nodeclaim_registered", nodeclaim=name, node=node_name)
 
@@ -343,7 +362,7 @@ class LifecycleController:
                 ("Ready", "True", "Ready", ""),
             ],
         )
-        self._done.add((name, "initialized"))
+        self._done[(name, "initialized")] = self._clock()
         self._metrics.claim_step(_pool_of(claim), "initialized")
         log.info("nodeclaim_initialized", nodeclaim=name)
 
