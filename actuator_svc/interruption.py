@@ -100,10 +100,14 @@ class InterruptionFeed:
         except CloudEventError as exc:
             log.warning("interruption_message_dropped", reason=str(exc))
             return
+        # Only the instances the message names: listing the whole cluster per message costs
+        # a DescribeInstances of every node (seconds at a thousand nodes).
         instances = {
             i.id: i
             for i in await self._cloud.find_instances(
-                {CLUSTER_TAG: self._cluster_name}, include_terminated=True
+                {CLUSTER_TAG: self._cluster_name},
+                include_terminated=True,
+                instance_ids=[e.instance_id for e in events],
             )
         }
         for event in events:

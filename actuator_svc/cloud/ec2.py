@@ -47,6 +47,8 @@ from actuator_svc.errors import CloudPermanentError, CloudUnavailableError
 log = structlog.get_logger("actuator_svc.cloud.ec2")
 T = TypeVar("T")
 _ALIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+# EC2 takes at most 200 values in one filter.
+_MAX_FILTER_VALUES = 200
 # EC2's bounds on DescribeInstances' MaxResults.
 DESCRIBE_MIN_RESULTS = 5
 DESCRIBE_MAX_RESULTS = 1000
@@ -496,10 +498,30 @@ class Ec2Cloud:
         return FleetResult(None, "", "", tuple(errors))
 
     async def find_instances(
-        self, tags: Mapping[str, str], *, include_terminated: bool = False
+        self,
+        tags: Mapping[str, str],
+        *,
+        include_terminated: bool = False,
+        instance_ids: Sequence[str] | None = None,
     ) -> list[Instance]:
-        """Instances carrying all `tags`, filtered by EC2 and read page by page (NextToken)."""
-        filters = _tag_filters(tags)
+        """Instances carrying all `tags`, filtered by EC2 and read page by page (NextToken);
+        only those of `instance_ids` when given, asked for in groups of EC2's 200 filter values
+        (an `instance-id` filter, not InstanceIds: an unknown id is not an error)."""
+        if instance_ids is not None:
+            ids = list(dict.fromkeys(instance_ids))
+            found: list[Instance] = []
+            for start in range(0, len(ids), _MAX_FILTER_VALUES):
+                group = ids[start : start + _MAX_FILTER_VALUES]
+                found += await self._describe(
+                    tags, include_terminated, [{"Name": "instance-id", "Values": group}]
+                )
+            return found
+        return await self._describe(tags, include_terminated, [])
+
+    async def _describe(
+        self, tags: Mapping[str, str], include_terminated: bool, extra: list[dict[str, Any]]
+    ) -> list[Instance]:
+        filters = _tag_filters(tags) + extra
         if not include_terminated:
             filters.append({"Name": "instance-state-name", "Values": _ALIVE_STATES})
         instances: list[Instance] = []

@@ -199,12 +199,19 @@ class FakeCloud:
         return result
 
     async def find_instances(
-        self, tags: Mapping[str, str], *, include_terminated: bool = False
+        self,
+        tags: Mapping[str, str],
+        *,
+        include_terminated: bool = False,
+        instance_ids: Sequence[str] | None = None,
     ) -> list[Instance]:
+        wanted = None if instance_ids is None else set(instance_ids)
         return [
             i
             for i in self.instances.values()
-            if _matches(i.tags, tags) and (include_terminated or i.state != "terminated")
+            if _matches(i.tags, tags)
+            and (include_terminated or i.state != "terminated")
+            and (wanted is None or i.id in wanted)
         ]
 
     async def terminate_instances(self, instance_ids: Sequence[str]) -> dict[str, str]:

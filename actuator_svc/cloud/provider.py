@@ -158,9 +158,14 @@ class CloudProvider(Protocol):
         ...
 
     async def find_instances(
-        self, tags: Mapping[str, str], *, include_terminated: bool = False
+        self,
+        tags: Mapping[str, str],
+        *,
+        include_terminated: bool = False,
+        instance_ids: Sequence[str] | None = None,
     ) -> list[Instance]:
-        """Instances carrying all `tags` (terminated ones only when asked)."""
+        """Instances carrying all `tags` (terminated ones only when asked), only those of
+        `instance_ids` when given (unknown ids are simply not found)."""
         ...
 
     async def terminate_instances(self, instance_ids: Sequence[str]) -> dict[str, str]:

@@ -65,3 +65,16 @@ def test_page_size_outside_ec2_bounds_is_refused(page_size: int) -> None:
     """A page size EC2 would reject (MaxResults outside 5-1000) is refused up front, naming it."""
     with pytest.raises(ValueError, match="describe_page_size"):
         Ec2Cloud(region=REGION, describe_page_size=page_size)
+
+
+async def test_finds_only_the_named_instances_in_groups_of_200(emulator: Ec2Emulator) -> None:
+    """Asked for some ids (more than EC2's 200 values per filter, one unknown, one of another
+    cluster), only this cluster's named instances come back, each once."""
+    ids = run_instances(emulator, 205, "named")
+    others = run_instances(emulator, 1, "elsewhere")
+    wanted = [*ids[:203], "i-0123456789abcdef0", others[0], ids[0]]
+    async with Ec2Cloud(region=REGION, endpoints=AwsEndpoints(ec2=emulator.endpoint_url)) as cloud:
+        found = await cloud.find_instances({CLUSTER_TAG: "named"}, instance_ids=wanted)
+        none = await cloud.find_instances({CLUSTER_TAG: "named"}, instance_ids=[])
+    assert sorted(i.id for i in found) == sorted(ids[:203])
+    assert none == []
