@@ -9,14 +9,17 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import json
 import socket
+import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 import yaml
@@ -24,7 +27,11 @@ import yaml
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
 from actuator_svc.service import ActuatorSettings, RunningActuator, serve
 from localcloud.cluster import LocalCloud
+from localcloud.ec2.instance_types import emulated_on_demand_prices
+from localcloud.ec2.spot_prices import spot_price
+from scheduler_svc.disruption import DisruptionControllerSettings
 from scheduler_svc.lifecycle.controller import LifecycleSettings
+from scheduler_svc.lifecycle.termination import TerminationSettings
 from scheduler_svc.service import SchedulerService, ServiceOptions
 from scheduler_svc.settings import SchedulerSettings
 
@@ -200,6 +207,10 @@ class Stack:
                 await scheduler.halt()
         self.schedulers.clear()
         store = self.store
+        for plural in ("deployments", "replicasets"):  # or they would make the pods again
+            for obj in await self.objects(plural, "default"):
+                with contextlib.suppress(Exception):
+                    await store.delete(plural, obj["metadata"]["name"], "default")
         for plural in ("nodeclaims", "nodes"):
             for obj in await self.objects(plural):
                 name = obj["metadata"]["name"]
@@ -307,3 +318,137 @@ def pods_running(names: list[str]) -> Callable[[dict[str, Any]], bool]:
         return pod["metadata"]["name"] in names and pod.get("status", {}).get("phase") == "Running"
 
     return check
+
+
+class FrozenClock:
+    """Wall time (UTC) that moves only when the test moves it (the disruption controller's
+    clock: consolidateAfter, expireAfter, validation waits, budget schedules)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime.now(UTC).replace(microsecond=0)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def set(self, moment: datetime) -> None:
+        assert moment >= self.now, f"the clock only moves forward ({self.now} -> {moment})"
+        self.now = moment
+
+
+@contextlib.contextmanager
+def api_server_clock(stack: Stack, clock: Callable[[], datetime]) -> Iterator[None]:
+    """The API server stamps creation/deletion times from `clock` for the block (the Store's
+    own injection point, which LocalCloud does not expose): node ages then move with the
+    clock the disruption controller reads, as in a real cluster, instead of every node born
+    after a jump of the clock looking that much older."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stack.store, "_clock", clock)
+        yield
+
+
+FAST_TERMINATION = LifecycleSettings(
+    tick_seconds=0.5,
+    termination=TerminationSettings(
+        poll_seconds=0.05,
+        eviction_backoff_base_seconds=0.1,
+        eviction_backoff_max_seconds=0.3,
+        instance_poll_seconds=0.1,
+    ),
+)
+
+
+async def start_with_disruption_clock(stack: Stack, clock: FrozenClock) -> RunningScheduler:
+    """A scheduler whose disruption controller reads `clock` and passes every 0.2 s (soon
+    after changes), with fast termination polls; ready when it returns."""
+    options = ServiceOptions(
+        lifecycle=FAST_TERMINATION,
+        disruption=DisruptionControllerSettings(
+            interval_seconds=0.2, min_interval_seconds=0.05, poll_seconds=0.05
+        ),
+        disruption_clock=clock,
+    )
+    service = SchedulerService(stack.settings(), options=options)
+    stop = asyncio.Event()
+    lines: list[str] = []
+    task = asyncio.create_task(service.run(stop, on_ready=lines.append))
+    running = RunningScheduler(service, stop, task, lines)
+    stack.schedulers.append(running)
+    await until(lambda: bool(lines) or task.done(), timeout_seconds=20)
+    if task.done():
+        task.result()
+    return running
+
+
+class ApiWatch:
+    """Every change to one collection as the API server streams it over HTTP (`?watch=1`,
+    from the resourceVersion of a first list, resumed after the server closes the stream);
+    `on_event(type, object)` runs for each, in order. Use as an async context manager."""
+
+    def __init__(
+        self, cloud: LocalCloud, path: str, on_event: Callable[[str, dict[str, Any]], None]
+    ) -> None:
+        self._url = f"{cloud.kube.url}{path}"
+        self._headers = {"Authorization": f"Bearer {cloud.kube.token}"}
+        self._ca_pem = cloud.kube.ca_pem
+        self._on_event = on_event
+        self._task: asyncio.Task[None] | None = None
+        self.events = 0
+
+    async def __aenter__(self) -> ApiWatch:
+        context = None
+        if self._ca_pem is not None:
+            context = ssl.create_default_context(cadata=self._ca_pem.decode())
+        self._session = aiohttp.ClientSession(
+            headers=self._headers, connector=aiohttp.TCPConnector(ssl=context or True)
+        )
+        try:
+            async with self._session.get(self._url) as response:
+                response.raise_for_status()
+                listed = await response.json()
+        except BaseException:
+            await self._session.close()
+            raise
+        for item in listed.get("items") or []:
+            self._on_event("ADDED", item)
+        self._task = asyncio.create_task(self._follow(str(listed["metadata"]["resourceVersion"])))
+        return self
+
+    async def _follow(self, version: str) -> None:
+        while True:
+            params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "300"}
+            async with self._session.get(
+                self._url, params=params, timeout=aiohttp.ClientTimeout(total=None)
+            ) as response:
+                response.raise_for_status()
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        raise AssertionError(f"watch {self._url} failed: {obj}")
+                    version = str((obj.get("metadata") or {}).get("resourceVersion", version))
+                    if event.get("type") != "BOOKMARK":
+                        self.events += 1
+                        self._on_event(str(event["type"]), obj)
+
+    def check(self) -> None:
+        """Raise what stopped the watch, if it stopped."""
+        if self._task is not None and self._task.done():
+            self._task.result()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._session.close()
+
+
+def emulator_price(region: str, instance_type: str, zone: str, capacity_type: str) -> float:
+    """USD/hour the EC2 emulator charges for one offering (its own price model, independent
+    of what the scheduler believes)."""
+    on_demand = emulated_on_demand_prices(region)[instance_type]
+    if capacity_type == "spot":
+        return spot_price(instance_type, zone, on_demand)
+    return on_demand
