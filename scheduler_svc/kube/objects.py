@@ -12,6 +12,7 @@ Retry-After), anything else -> KubeApiError. Connection failures surface as aioh
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -40,6 +41,22 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+# Room for the digest in a 253-character object name.
+_EVENT_NAME_PREFIX_CHARS = 200
+
+
+def event_name(involved: KubeObject, reason: str, message: str, event_type: str) -> str:
+    """`<object name>.<digest>`: one name per (object uid, reason, message, type), like the
+    `<object>.<suffix>` names kubectl shows, but the same for the same fact."""
+    metadata = involved.get("metadata") or {}
+    identity = metadata.get("uid") or f"{involved.get('kind')}/{metadata.get('name')}"
+    digest = hashlib.sha256(
+        "\x00".join((str(identity), reason, message, event_type)).encode()
+    ).hexdigest()[:16]
+    prefix = str(metadata.get("name") or "object")[:_EVENT_NAME_PREFIX_CHARS]
+    return f"{prefix}.{digest}"
 
 
 class KubeObjects:
@@ -140,15 +157,20 @@ class KubeObjects:
         reason: str,
         message: str,
         event_type: Literal["Normal", "Warning"] = "Normal",
-    ) -> KubeObject:
+    ) -> KubeObject | None:
         """Record a core/v1 Event about `involved` (as `kubectl describe` shows them). Events of
-        cluster-scoped objects go to the default namespace, as the API server expects."""
+        cluster-scoped objects go to the default namespace, as the API server expects.
+
+        The Event's name is derived from the object, reason, message and type, so the same
+        fact told twice (by a restarted or newly elected scheduler) is one Event: the second
+        create answers 409 and None is returned. The API server's event TTL (1 h by default)
+        lets a fact that recurs later be recorded again."""
         metadata = involved.get("metadata") or {}
         namespace = metadata.get("namespace") or "default"
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "metadata": {
-                "generateName": f"{metadata.get('name', 'object')}.",
+                "name": event_name(involved, reason, message, event_type),
                 "namespace": namespace,
             },
             "involvedObject": {
@@ -172,7 +194,10 @@ class KubeObjects:
             "lastTimestamp": now,
             "count": 1,
         }
-        return await self.create(EVENTS, event, namespace)
+        try:
+            return await self.create(EVENTS, event, namespace)
+        except KubeAlreadyExistsError:
+            return None
 
     async def request(
         self,

@@ -202,3 +202,22 @@ async def test_events_are_recorded_about_namespaced_and_cluster_objects(
     assert by_reason["Nominated"]["source"]["component"] == "daiku-scheduler"
     assert by_reason["Nominated"]["firstTimestamp"] == "2026-11-25T21:00:00Z"
     assert EVENTS.collection_path("default") == "/api/v1/namespaces/default/events"
+
+
+async def test_the_same_event_told_twice_is_one_event(
+    kube: tuple[KubeApiServer, KubeObjects],
+) -> None:
+    """A second record of the same (object, reason, message, type), as a restarted scheduler
+    sends it, creates nothing and returns None; another message is another Event."""
+    server, objects = kube
+    target = await objects.create(PODS, pod("web"))
+    first = await objects.record_event(target, reason="Nominated", message="on claim a")
+    again = await objects.record_event(target, reason="Nominated", message="on claim a")
+    other = await objects.record_event(target, reason="Nominated", message="on claim b")
+
+    assert first is not None
+    assert again is None
+    assert other is not None
+    events = (await server.store.list("events", "default")).items
+    assert sorted(e["message"] for e in events) == ["on claim a", "on claim b"]
+    assert first["metadata"]["name"].startswith("web.")
