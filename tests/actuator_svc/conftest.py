@@ -116,13 +116,15 @@ class _BearerToken:
     """Adds `authorization: Bearer <token>` to every call."""
 
     def __init__(self, token: str) -> None:
-        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._authorization = f"Bearer {token}"
 
-    def _details(self, details: Any) -> grpc.aio.ClientCallDetails:
+    def _details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()))
+        metadata.add("authorization", self._authorization)
         return grpc.aio.ClientCallDetails(
             details.method,
             details.timeout,
-            tuple(details.metadata or ()) + self._metadata,
+            metadata,
             details.credentials,
             details.wait_for_ready,
         )
@@ -131,19 +133,23 @@ class _BearerToken:
 class BearerTokenUnary(_BearerToken, grpc.aio.UnaryUnaryClientInterceptor):
     """Token on unary calls (grpc.aio files an interceptor under one call kind only)."""
 
-    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+    async def intercept_unary_unary(
+        self, continuation: Any, details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
         return await continuation(self._details(details), request)
 
 
 class BearerTokenStream(_BearerToken, grpc.aio.UnaryStreamClientInterceptor):
     """Token on server-streaming calls."""
 
-    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+    async def intercept_unary_stream(
+        self, continuation: Any, details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
         return await continuation(self._details(details), request)
 
 
 @pytest_asyncio.fixture
-async def stub(actuator: RunningActuator) -> AsyncIterator[actuator_pb2_grpc.ActuatorStub]:
+async def stub(actuator: RunningActuator) -> AsyncIterator[actuator_pb2_grpc.ActuatorAsyncStub]:
     """A client on a real channel, sending the bearer token."""
     async with grpc.aio.insecure_channel(
         actuator.address, interceptors=[BearerTokenUnary(TOKEN), BearerTokenStream(TOKEN)]
@@ -163,9 +169,11 @@ def _fresh_capacity(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("actuator").unavailable.clear()
 
 
-def node_class(**overrides: object) -> pb.NodeClass:
+# The message constructors check each field's type when they build the message; the overrides
+# are typed Any so a test can pass any field, as keywords to the constructor would.
+def node_class(**overrides: Any) -> pb.NodeClass:
     """The seeded cluster's node class: discovery-tagged subnets and SG, al2023@latest."""
-    fields: dict[str, object] = {
+    fields: dict[str, Any] = {
         "name": "default",
         "subnet_selector_terms": [pb.SubnetSelectorTerm(tags={"karpenter.sh/discovery": CLUSTER})],
         "security_group_selector_terms": [
@@ -175,7 +183,7 @@ def node_class(**overrides: object) -> pb.NodeClass:
         "tags": {"team": "platform"},
     }
     fields.update(overrides)
-    return pb.NodeClass(**fields)  # type: ignore[arg-type]
+    return pb.NodeClass(**fields)
 
 
 def offering(instance_type: str, zone: str, capacity_type: str) -> pb.Offering:
@@ -183,9 +191,9 @@ def offering(instance_type: str, zone: str, capacity_type: str) -> pb.Offering:
 
 
 def launch_request(
-    name: str, *offerings: pb.Offering, **overrides: object
+    name: str, *offerings: pb.Offering, **overrides: Any
 ) -> pb.LaunchNodeClaimRequest:
-    fields: dict[str, object] = {
+    fields: dict[str, Any] = {
         "nodeclaim_name": name,
         "nodepool_name": "default",
         "offerings": list(offerings),
@@ -194,4 +202,4 @@ def launch_request(
         "taints": [pb.Taint(key="dedicated", value="web", effect="NoSchedule")],
     }
     fields.update(overrides)
-    return pb.LaunchNodeClaimRequest(**fields)  # type: ignore[arg-type]
+    return pb.LaunchNodeClaimRequest(**fields)

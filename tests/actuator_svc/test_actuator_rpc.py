@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+
+# grpcio-health-checking ships no type hints, and types-grpcio-health-checking's HealthStub has
+# no Check method (it would need a cast at every call); the packages import it the same way.
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
+
+# grpcio-reflection ships no type hints (actuator_svc.service imports it the same way).
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (  # type: ignore[import-untyped]
     ProtoReflectionDescriptorDatabase,
 )
 from grpc_status import rpc_status
@@ -30,7 +36,9 @@ from tests.actuator_svc.conftest import (
 )
 
 MIB = 1024**2
-Stub = actuator_pb2_grpc.ActuatorStub
+if TYPE_CHECKING:
+    # ActuatorStub(channel) on a grpc.aio channel; the async stub type exists only in the stubs.
+    Stub = actuator_pb2_grpc.ActuatorAsyncStub
 
 
 async def test_list_instance_types_reports_m5_large_allocatable(stub: Stub) -> None:
@@ -222,7 +230,9 @@ async def test_every_offering_exhausted_is_resource_exhausted_with_reasons(
             )
         )
     assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
-    status = rpc_status.from_call(info.value)
+    # rpc_status.from_call reads only code(), details() and trailing_metadata(), which
+    # AioRpcError has; its stub asks for a grpc.Call, which AioRpcError does not subclass.
+    status = rpc_status.from_call(cast(grpc.Call, info.value))
     assert status is not None
     failure = pb.LaunchNodeClaimFailure()
     assert status.details[0].Unpack(failure)
@@ -372,12 +382,15 @@ async def test_permanent_errors_fail_fast(stub: Stub, emulator: Ec2Emulator) -> 
     ],
 )
 async def test_invalid_requests_name_the_field(
-    stub: Stub, emulator: Ec2Emulator, mutate: object, field: str
+    stub: Stub,
+    emulator: Ec2Emulator,
+    mutate: Callable[[pb.LaunchNodeClaimRequest], object],
+    field: str,
 ) -> None:
     """A malformed or oversized LaunchNodeClaim is INVALID_ARGUMENT, the message names the
     field, and no instance is asked of EC2."""
     request = launch_request("web-bad1", offering("m5.large", "us-east-1a", "spot"))
-    mutate(request)  # type: ignore[operator]
+    mutate(request)
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await stub.LaunchNodeClaim(request)
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
@@ -445,7 +458,7 @@ async def test_wrong_token_is_unauthenticated_and_logged_without_it(
     assert TOKEN not in repr(logs)
 
 
-class _SyncBearerToken(grpc.StreamStreamClientInterceptor):  # type: ignore[misc]
+class _SyncBearerToken(grpc.StreamStreamClientInterceptor):
     """Adds the bearer token to the synchronous reflection client's stream."""
 
     def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
@@ -492,6 +505,7 @@ async def test_spot_interruption_is_streamed_and_marks_the_offering(
     emulator.send_spot_interruption(launched.instance_id)
     event = await asyncio.wait_for(stream.read(), timeout=20)
     stream.cancel()
+    assert isinstance(event, pb.WatchCloudEventsResponse), f"stream ended without an event: {event}"
     assert event.kind == pb.CLOUD_EVENT_KIND_SPOT_INTERRUPTION_WARNING
     assert event.instance_id == launched.instance_id
     assert event.nodeclaim_name == "web-interrupt1"

@@ -17,7 +17,7 @@ from daiku.actuator.v1 import actuator_pb2 as pb
 from daiku.actuator.v1 import actuator_pb2_grpc
 
 
-async def _accepted(stub: actuator_pb2_grpc.ActuatorStub, token: str) -> bool:
+async def _accepted(stub: actuator_pb2_grpc.ActuatorAsyncStub, token: str) -> bool:
     try:
         await stub.ListNodeClaims(
             pb.ListNodeClaimsRequest(), metadata=(("authorization", f"Bearer {token}"),), timeout=5

@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+# grpcio-health-checking ships no type hints, and types-grpcio-health-checking's HealthStub has
+# no Check method (it would need a cast at every call); the packages import it the same way.
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
 from daiku.actuator.v1 import actuator_pb2 as pb
 from daiku.actuator.v1 import actuator_pb2_grpc

@@ -7,6 +7,7 @@ import base64
 import os
 import signal
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 
 import grpc
@@ -36,10 +37,10 @@ def _base64_forms(marker: str) -> list[str]:
     return forms
 
 
-async def _failure(call: object) -> str:
+async def _failure(call: Awaitable[object]) -> str:
     """Everything a caller sees of a failed call: code, details, trailers, debug string."""
     with pytest.raises(grpc.aio.AioRpcError) as info:
-        await call  # type: ignore[misc]
+        await call
     error = info.value
     return f"{error.code()} {error.details()} {error.trailing_metadata()!r} {error!r}"
 

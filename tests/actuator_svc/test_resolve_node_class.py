@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -13,10 +13,15 @@ from localcloud.ec2 import Ec2Emulator
 from localcloud.ec2.emulator import EKS_KUBERNETES_VERSION
 from tests.actuator_svc.conftest import launch_request, node_class, offering
 
-Stub = actuator_pb2_grpc.ActuatorStub
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
+
+if TYPE_CHECKING:
+    # ActuatorStub(channel) on a grpc.aio channel; the async stub type exists only in the stubs.
+    Stub = actuator_pb2_grpc.ActuatorAsyncStub
 
 
-def _ec2(emulator: Ec2Emulator) -> Any:
+def _ec2(emulator: Ec2Emulator) -> EC2Client:
     import boto3
 
     return boto3.client("ec2", region_name="us-east-1", endpoint_url=emulator.endpoint_url)

@@ -17,7 +17,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+# grpcio-health-checking ships no type hints, and types-grpcio-health-checking's HealthStub has
+# no Check method (it would need a cast at every call); the packages import it the same way.
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 from structlog.testing import capture_logs
 
 from actuator_svc.cloud.fake import FakeCloud

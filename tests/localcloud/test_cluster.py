@@ -8,17 +8,18 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-# boto3 ships no type hints and boto3-stubs is not a dev dependency; unused-ignore keeps this
-# quiet once a `boto3.*` mypy override or the stubs land.
-import boto3  # type: ignore[import-untyped, unused-ignore]
+import boto3
 import pytest
 from kubernetes_asyncio import client, config
 
 from actuator_svc.core.user_data import ClusterEndpoint, NodeRegistration, Taint, render_user_data
 from localcloud.cluster import LocalCloud
 from tests.localcloud.controllers.conftest import eventually
+
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
 
 # kubernetes_asyncio's generated APIs take `_content_type` at run time (and reject unknown
 # keywords), but their stubs omit it; spread from a dict so the other arguments stay checked.
@@ -45,7 +46,7 @@ async def core(cloud: LocalCloud) -> AsyncIterator[client.CoreV1Api]:
         yield client.CoreV1Api(api_client)
 
 
-def ec2_client(cloud: LocalCloud) -> Any:
+def ec2_client(cloud: LocalCloud) -> EC2Client:
     return boto3.client(
         "ec2",
         endpoint_url=cloud.ec2.endpoint_url,

@@ -66,6 +66,9 @@ class ContractDouble(actuator_pb2_grpc.ActuatorServicer):
     unavailable_times: int = 0
     launch_blocked: asyncio.Event | None = None
     events: list[actuator_pb2.WatchCloudEventsResponse] = field(default_factory=list)
+    # The selector list ResolveNodeClass finds nothing for (e.g. "ami_selector_terms"), as when
+    # the cloud holds no subnet, security group or AMI the terms name.
+    nothing_selected: str | None = None
 
     async def _check(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         self.requests.append(request)
@@ -172,6 +175,50 @@ class ContractDouble(actuator_pb2_grpc.ActuatorServicer):
         await self._check(request, context)
         return actuator_pb2.ListNodeClaimsResponse(
             nodeclaims=[self._nodeclaim("default-a"), self._nodeclaim("default-b")]
+        )
+
+    async def ResolveNodeClass(
+        self,
+        request: actuator_pb2.ResolveNodeClassRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> actuator_pb2.ResolveNodeClassResponse:
+        """Answers as the actuator does: INVALID_ARGUMENT naming an empty selector list,
+        FAILED_PRECONDITION naming the list that selects nothing, else what the terms select
+        (subnets with the most free addresses first, one AMI per architecture)."""
+        await self._check(request, context)
+        node_class = request.node_class
+        for name, terms in (
+            ("subnet_selector_terms", node_class.subnet_selector_terms),
+            ("security_group_selector_terms", node_class.security_group_selector_terms),
+            ("ami_selector_terms", node_class.ami_selector_terms),
+        ):
+            if not terms:
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"node_class.{name}: needs at least one term"
+                )
+        if self.nothing_selected is not None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"node_class.{self.nothing_selected}: match nothing",
+            )
+        return actuator_pb2.ResolveNodeClassResponse(
+            subnets=[
+                actuator_pb2.ResolvedSubnet(id="subnet-b", zone="us-east-1b", zone_id="use1-az2"),
+                actuator_pb2.ResolvedSubnet(id="subnet-a", zone="us-east-1a", zone_id="use1-az1"),
+            ],
+            security_groups=[actuator_pb2.ResolvedSecurityGroup(id="sg-1", name="daiku-nodes")],
+            amis=[
+                actuator_pb2.ResolvedAmi(
+                    id=f"ami-{arch}",
+                    name=f"amazon-eks-node-al2023-{machine}-standard-1.31-v20261101",
+                    requirements=[
+                        actuator_pb2.NodeSelectorRequirement(
+                            key="kubernetes.io/arch", operator="In", values=[arch]
+                        )
+                    ],
+                )
+                for arch, machine in (("amd64", "x86_64"), ("arm64", "arm64"))
+            ],
         )
 
     async def WatchCloudEvents(self, request: Any, context: Any) -> AsyncIterator[Any]:

@@ -8,7 +8,10 @@ from collections.abc import AsyncIterator
 import aiohttp
 import grpc
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+# grpcio-health-checking ships no type hints, and types-grpcio-health-checking's HealthStub has
+# no Check method (it would need a cast at every call); the packages import it the same way.
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
 from scheduler_svc.actuator_client import SERVICE_NAME, ActuatorClient
 from scheduler_svc.health import ActuatorProbe, HttpEndpoint, health_app

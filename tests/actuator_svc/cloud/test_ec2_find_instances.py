@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import boto3
 import pytest
@@ -11,13 +11,17 @@ from actuator_svc.cloud.ec2 import AwsEndpoints, Ec2Cloud
 from actuator_svc.core.tags import CLUSTER_TAG, NODECLAIM_TAG
 from localcloud.ec2 import Ec2Emulator
 
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
+    from types_boto3_ec2.type_defs import TagTypeDef
+
 REGION = "us-east-1"
 
 
 def run_instances(emulator: Ec2Emulator, count: int, cluster: str) -> list[str]:
     """`count` instances, one reservation each (as CreateFleet launches them), tagged for
     `cluster` and a claim each."""
-    ec2: Any = boto3.client(
+    ec2: EC2Client = boto3.client(
         "ec2",
         region_name=REGION,
         endpoint_url=emulator.endpoint_url,
@@ -26,7 +30,7 @@ def run_instances(emulator: Ec2Emulator, count: int, cluster: str) -> list[str]:
     )
     ids = []
     for index in range(count):
-        tags = [
+        tags: list[TagTypeDef] = [
             {"Key": CLUSTER_TAG, "Value": cluster},
             {"Key": NODECLAIM_TAG, "Value": f"{cluster}-claim-{index}"},
         ]

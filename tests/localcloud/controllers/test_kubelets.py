@@ -6,11 +6,9 @@ import asyncio
 import base64
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-# boto3 ships no type hints and boto3-stubs is not a dev dependency; unused-ignore keeps this
-# quiet once a `boto3.*` mypy override or the stubs land.
-import boto3  # type: ignore[import-untyped, unused-ignore]
+import boto3
 import pytest
 
 from actuator_svc.core.user_data import (
@@ -23,6 +21,10 @@ from localcloud.ec2 import Ec2Emulator
 from localcloud.kube.controllers.kubelets import Kubelets
 from localcloud.kube.store import Store
 from tests.localcloud.controllers.conftest import eventually, pod
+
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
+    from types_boto3_ec2.type_defs import TagTypeDef
 
 REGISTRATION = NodeRegistration(
     labels={"daiku.dev/nodepool": "default", "team": "checkout"},
@@ -47,11 +49,11 @@ class Cluster:
 
     name: str
     emulator: Ec2Emulator
-    ec2: Any
+    ec2: EC2Client
     store: Store = field(default_factory=Store)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
-    def tags(self) -> list[dict[str, str]]:
+    def tags(self) -> list[TagTypeDef]:
         return [
             {"Key": "daiku.dev/cluster", "Value": self.name},
             {"Key": f"kubernetes.io/cluster/{self.name}", "Value": "owned"},

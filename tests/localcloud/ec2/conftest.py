@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import boto3
 import pytest
@@ -11,11 +11,21 @@ from botocore.config import Config
 
 from localcloud.ec2 import Ec2Emulator
 
-CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
+    from types_boto3_pricing.client import PricingClient
+    from types_boto3_sqs.client import SQSClient
+
+ACCESS_KEY_ID = "testing"
+SECRET_ACCESS_KEY = "testing"
 # One attempt: tests assert on the raw answers, not on botocore's retries.
 NO_RETRIES = Config(retries={"total_max_attempts": 1, "mode": "standard"})
 # One session for all tests: it caches the parsed service models that make clients slow to build.
-SESSION = boto3.Session(region_name="us-east-1", **CREDENTIALS)
+SESSION = boto3.Session(
+    region_name="us-east-1",
+    aws_access_key_id=ACCESS_KEY_ID,
+    aws_secret_access_key=SECRET_ACCESS_KEY,
+)
 
 
 @pytest.fixture
@@ -24,17 +34,25 @@ def emulator() -> Iterator[Ec2Emulator]:
         yield running
 
 
-def client(emulator: Ec2Emulator, service: str) -> Any:
-    return SESSION.client(service, endpoint_url=emulator.endpoint_url, config=NO_RETRIES)
+def ec2_client(emulator: Ec2Emulator) -> EC2Client:
+    return SESSION.client("ec2", endpoint_url=emulator.endpoint_url, config=NO_RETRIES)
+
+
+def sqs_client(emulator: Ec2Emulator) -> SQSClient:
+    return SESSION.client("sqs", endpoint_url=emulator.endpoint_url, config=NO_RETRIES)
+
+
+def pricing_client(emulator: Ec2Emulator) -> PricingClient:
+    return SESSION.client("pricing", endpoint_url=emulator.endpoint_url, config=NO_RETRIES)
 
 
 @pytest.fixture
-def ec2(emulator: Ec2Emulator) -> Any:
-    return client(emulator, "ec2")
+def ec2(emulator: Ec2Emulator) -> EC2Client:
+    return ec2_client(emulator)
 
 
 @pytest.fixture
-def launch_template_id(emulator: Ec2Emulator, ec2: Any) -> str:
+def launch_template_id(emulator: Ec2Emulator, ec2: EC2Client) -> str:
     """A launch template like the actuator creates: EKS AMI, node security group, user data."""
     template = ec2.create_launch_template(
         LaunchTemplateName="daiku-default",

@@ -9,14 +9,17 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from localcloud.ec2 import Ec2Emulator
 
-from .conftest import NO_RETRIES, SESSION, client
+from .conftest import NO_RETRIES, SESSION, sqs_client
 from .test_create_fleet import create_fleet
+
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
 
 
 def admin(endpoint_url: str, method: str, path: str, payload: Any = None) -> Any:
@@ -32,7 +35,7 @@ def admin(endpoint_url: str, method: str, path: str, payload: Any = None) -> Any
 
 
 def test_admin_capacity_and_recorded_calls(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """A pool marked unavailable over HTTP is skipped by CreateFleet; the call is listed too."""
     admin(
@@ -62,7 +65,7 @@ def test_admin_capacity_and_recorded_calls(
     assert calls[0]["received_monotonic_seconds"] <= calls[0]["responded_monotonic_seconds"]
 
 
-def test_admin_fault_and_interrupt(emulator: Ec2Emulator, ec2: Any) -> None:
+def test_admin_fault_and_interrupt(emulator: Ec2Emulator, ec2: EC2Client) -> None:
     """Faults and interruption messages can be injected over HTTP."""
     admin(
         emulator.endpoint_url,
@@ -75,7 +78,7 @@ def test_admin_fault_and_interrupt(emulator: Ec2Emulator, ec2: Any) -> None:
     assert ec2.describe_regions()["Regions"]
 
     sent = admin(emulator.endpoint_url, "POST", "interrupt", {"instance_id": "i-1"})
-    sqs = client(emulator, "sqs")
+    sqs = sqs_client(emulator)
     (message,) = sqs.receive_message(QueueUrl=emulator.interruption_queue_url)["Messages"]
     assert message["MessageId"] == sent["message_id"]
     assert json.loads(message["Body"])["detail"]["instance-id"] == "i-1"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -12,11 +12,15 @@ from localcloud.ec2 import Ec2Emulator, PoolKey
 from localcloud.ec2.instance_types import on_demand_prices
 from localcloud.ec2.spot_prices import spot_price
 
-from .conftest import client
+from .conftest import ec2_client
+
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
+    from types_boto3_ec2.type_defs import CreateFleetResultTypeDef, InstanceTypeDef
 
 
 def create_fleet(
-    ec2: Any,
+    ec2: EC2Client,
     emulator: Ec2Emulator,
     launch_template_id: str,
     pools: list[tuple[str, str]],
@@ -25,7 +29,7 @@ def create_fleet(
     strategy: str | None = None,
     client_token: str | None = None,
     tags: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> CreateFleetResultTypeDef:
     overrides = [
         {"InstanceType": instance_type, "SubnetId": emulator.subnet_ids[zone], "Priority": float(i)}
         for i, (instance_type, zone) in enumerate(pools)
@@ -56,18 +60,17 @@ def create_fleet(
         request["TagSpecifications"] = [
             {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
         ]
-    response: dict[str, Any] = ec2.create_fleet(**request)
-    return response
+    return ec2.create_fleet(**request)
 
 
-def launched(response: dict[str, Any]) -> list[tuple[str, str]]:
+def launched(response: CreateFleetResultTypeDef) -> list[tuple[str, str]]:
     return [
         (i["InstanceType"], i["LaunchTemplateAndOverrides"]["Overrides"]["SubnetId"])
         for i in response["Instances"]
     ]
 
 
-def error_pools(response: dict[str, Any]) -> list[tuple[str, str, str]]:
+def error_pools(response: CreateFleetResultTypeDef) -> list[tuple[str, str, str]]:
     return [
         (
             e["LaunchTemplateAndOverrides"]["Overrides"]["InstanceType"],
@@ -78,14 +81,13 @@ def error_pools(response: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
-def describe(ec2: Any, instance_id: str) -> dict[str, Any]:
+def describe(ec2: EC2Client, instance_id: str) -> InstanceTypeDef:
     reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
-    instance: dict[str, Any] = reservations[0]["Instances"][0]
-    return instance
+    return reservations[0]["Instances"][0]
 
 
 def test_lowest_price_launches_the_cheapest_on_demand_override(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """With every pool available, an on-demand lowest-price fleet launches the cheapest type."""
     prices = on_demand_prices("us-east-1")
@@ -103,7 +105,7 @@ def test_lowest_price_launches_the_cheapest_on_demand_override(
 
 
 def test_exhausted_pools_are_reported_and_the_next_pool_launches(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """Pools without capacity are reported InsufficientInstanceCapacity; the next one launches."""
     pools = [("c5.large", "us-east-1a"), ("m5.large", "us-east-1a"), ("m5.large", "us-east-1b")]
@@ -126,7 +128,7 @@ def test_exhausted_pools_are_reported_and_the_next_pool_launches(
 
 
 def test_all_pools_exhausted_launches_nothing_and_reports_every_pool(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """When no pool has capacity the fleet launches no instance and reports all pools."""
     pools = [("m5.large", "us-east-1a"), ("m5.large", "us-east-1b")]
@@ -148,7 +150,7 @@ def test_all_pools_exhausted_launches_nothing_and_reports_every_pool(
 
 
 def test_spot_fleet_launches_the_cheapest_spot_pool_with_spot_lifecycle(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """A spot fleet launches the pool with the lowest spot price, as a spot instance."""
     prices = on_demand_prices("us-east-1")
@@ -165,7 +167,7 @@ def test_spot_fleet_launches_the_cheapest_spot_pool_with_spot_lifecycle(
 
 
 def test_instance_carries_tags_image_user_data_and_volume_tags(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """The instance has the request's tags and the template's AMI, user data, group, volume tags."""
     response = create_fleet(
@@ -195,7 +197,7 @@ def test_instance_carries_tags_image_user_data_and_volume_tags(
 
 
 def test_client_token_makes_create_fleet_idempotent(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """A CreateFleet repeated with its ClientToken returns the same instance, launches no other."""
     pools = [("m5.large", "us-east-1a")]
@@ -210,7 +212,7 @@ def test_client_token_makes_create_fleet_idempotent(
 
 
 def test_client_token_reused_with_other_parameters_is_rejected(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """A ClientToken reused with different parameters fails with IdempotentParameterMismatch."""
     create_fleet(ec2, emulator, launch_template_id, [("m5.large", "us-east-1a")], client_token="t")
@@ -224,7 +226,7 @@ def test_client_token_reused_with_other_parameters_is_rejected(
 
 
 def test_zone_that_does_not_offer_the_type_is_reported_unsupported(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """An override in a zone that does not offer the instance type is reported as Unsupported."""
     # moto's us-east-1 data has a subnet in us-east-1e but offers no m5.large there.
@@ -240,7 +242,9 @@ def test_zone_that_does_not_offer_the_type_is_reported_unsupported(
     assert launched(response) == [("m5.large", emulator.subnet_ids["us-east-1f"])]
 
 
-def test_unknown_launch_template_fails_the_whole_request(emulator: Ec2Emulator, ec2: Any) -> None:
+def test_unknown_launch_template_fails_the_whole_request(
+    emulator: Ec2Emulator, ec2: EC2Client
+) -> None:
     """A CreateFleet naming a launch template that does not exist is a client error."""
     with pytest.raises(ClientError) as raised:
         create_fleet(ec2, emulator, "lt-0123456789abcdef0", [("m5.large", "us-east-1a")])
@@ -249,7 +253,7 @@ def test_unknown_launch_template_fails_the_whole_request(emulator: Ec2Emulator, 
 
 
 def test_create_fleet_calls_record_timing_overrides_and_errors(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """Each CreateFleet is recorded with receive/response times, pools sent, errors and launch."""
     emulator.set_capacity(
@@ -277,7 +281,7 @@ def test_create_fleet_calls_record_timing_overrides_and_errors(
 
 
 def test_template_block_devices_interface_groups_and_metadata_reach_the_instance(
-    emulator: Ec2Emulator, ec2: Any
+    emulator: Ec2Emulator, ec2: EC2Client
 ) -> None:
     """A template's root volume, interface groups and metadata options shape the instance."""
     template = ec2.create_launch_template(
@@ -317,9 +321,9 @@ def test_concurrent_requests_with_one_client_token_launch_one_instance(
     emulator: Ec2Emulator, launch_template_id: str
 ) -> None:
     """Eight concurrent CreateFleets sharing a ClientToken all return the one instance launched."""
-    clients = [client(emulator, "ec2") for _ in range(8)]
+    clients = [ec2_client(emulator) for _ in range(8)]
 
-    def launch(ec2: Any) -> list[str]:
+    def launch(ec2: EC2Client) -> list[str]:
         response = create_fleet(
             ec2, emulator, launch_template_id, [("m5.large", "us-east-1a")], client_token="same"
         )

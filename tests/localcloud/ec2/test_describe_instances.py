@@ -3,7 +3,7 @@ sees every change, and moto's tag look-ups made fast without changing their answ
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -12,12 +12,23 @@ from localcloud.ec2 import Ec2Emulator
 
 from .test_create_fleet import create_fleet
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from types_boto3_ec2.client import EC2Client
+    from types_boto3_ec2.type_defs import (
+        DescribeInstancesRequestTypeDef,
+        DescribeInstancesResultTypeDef,
+        InstanceTypeDef,
+        TagDescriptionTypeDef,
+    )
+
 CLUSTER_TAG = "daiku.dev/cluster"
 CLAIM_TAG = "daiku.dev/nodeclaim"
 
 
 def launch(
-    ec2: Any, emulator: Ec2Emulator, launch_template_id: str, count: int, *, first: int = 0
+    ec2: EC2Client, emulator: Ec2Emulator, launch_template_id: str, count: int, *, first: int = 0
 ) -> list[str]:
     """`count` instances, one fleet each, tagged like the actuator tags a claim's instance."""
     ids = []
@@ -32,16 +43,16 @@ def launch(
     return ids
 
 
-def described_ids(answer: dict[str, Any]) -> list[str]:
+def described_ids(answer: DescribeInstancesResultTypeDef) -> list[str]:
     return [i["InstanceId"] for r in answer["Reservations"] for i in r["Instances"]]
 
 
-def without_metadata(answer: dict[str, Any]) -> dict[str, Any]:
+def without_metadata(answer: Mapping[str, object]) -> dict[str, object]:
     return {k: v for k, v in answer.items() if k != "ResponseMetadata"}
 
 
 def test_fast_path_answers_exactly_as_moto(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """For listings, tag and state filters and id lists, the emulator's DescribeInstances parses
     to the same answer as moto's own, after launches, tag changes, terminations and an
@@ -50,7 +61,7 @@ def test_fast_path_answers_exactly_as_moto(
     ec2.create_tags(Resources=[ids[4]], Tags=[{"Key": "extra", "Value": "yes"}])
     ec2.terminate_instances(InstanceIds=ids[:2])
     ec2.modify_instance_attribute(InstanceId=ids[5], SourceDestCheck={"Value": False})
-    requests: list[dict[str, Any]] = [
+    requests: list[DescribeInstancesRequestTypeDef] = [
         {"MaxResults": 1000},
         {"Filters": [{"Name": f"tag:{CLUSTER_TAG}", "Values": ["daiku"]}], "MaxResults": 1000},
         {
@@ -65,15 +76,15 @@ def test_fast_path_answers_exactly_as_moto(
     ]
     for request in requests:
         emulator.fast_describe_instances = True
-        fast = without_metadata(ec2.describe_instances(**request))
+        fast = ec2.describe_instances(**request)
         emulator.fast_describe_instances = False
-        moto = without_metadata(ec2.describe_instances(**request))
-        assert fast == moto, request
+        moto = ec2.describe_instances(**request)
+        assert without_metadata(fast) == without_metadata(moto), request
         assert described_ids(fast), request
 
 
 def test_pages_follow_next_token_in_launch_order(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """MaxResults=5 over 12 instances gives pages of 5, 5 and 2 linked by NextToken, every
     instance once, in launch order, and no token after the last page."""
@@ -91,7 +102,7 @@ def test_pages_follow_next_token_in_launch_order(
 
 
 def test_filtered_pages_count_matches_only(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """Paging a tag filter pages over the matching instances only (8 of 12: pages of 5 and 3)."""
     ids = launch(ec2, emulator, launch_template_id, 12)
@@ -99,7 +110,8 @@ def test_filtered_pages_count_matches_only(
     pages = [
         described_ids(page)
         for page in paginator.paginate(
-            Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": ["daiku"]}], MaxResults=5
+            Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": ["daiku"]}],
+            PaginationConfig={"PageSize": 5},
         )
     ]
     assert [len(p) for p in pages] == [5, 3]
@@ -107,7 +119,7 @@ def test_filtered_pages_count_matches_only(
 
 
 def test_every_match_without_max_results(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """Without MaxResults all 105 instances come in one answer, and so do 105 requested ids
     (moto alone stops at 100 and returns a token even for an id list)."""
@@ -131,7 +143,11 @@ def test_every_match_without_max_results(
     ],
 )
 def test_rejects_what_ec2_rejects(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str, request_: dict[str, Any], code: str
+    emulator: Ec2Emulator,
+    ec2: EC2Client,
+    launch_template_id: str,
+    request_: dict[str, Any],
+    code: str,
 ) -> None:
     """MaxResults outside 5-1000, MaxResults with InstanceIds, an unknown NextToken and an
     unknown instance id are rejected with EC2's error codes."""
@@ -142,13 +158,13 @@ def test_rejects_what_ec2_rejects(
 
 
 def test_changes_are_seen_through_the_cache(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """After an instance was described once, a new tag, a termination (by the API and by the
     emulator itself) and an attribute change all show in the next DescribeInstances."""
     ids = launch(ec2, emulator, launch_template_id, 4)
 
-    def instance(instance_id: str) -> dict[str, Any]:
+    def instance(instance_id: str) -> InstanceTypeDef:
         by_id = {
             i["InstanceId"]: i
             for r in ec2.describe_instances()["Reservations"]
@@ -169,7 +185,7 @@ def test_changes_are_seen_through_the_cache(
 
 
 def test_unchanged_reservations_are_rendered_once(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """Describing 10 unchanged instances twice serializes each reservation once; a tag change
     re-serializes only that instance's reservation."""
@@ -184,7 +200,7 @@ def test_unchanged_reservations_are_rendered_once(
 
 
 def test_literal_tag_look_ups_answer_as_patterns_do(
-    emulator: Ec2Emulator, ec2: Any, launch_template_id: str
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
 ) -> None:
     """Literal `tag:KEY` and `tag-key` filters (the fast path) select the same instances as
     equivalent patterns (moto's own path), and DescribeTags of one id (fast) lists the same
@@ -215,7 +231,7 @@ def test_literal_tag_look_ups_answer_as_patterns_do(
     ]
     assert by_key[0] == by_key[1] == [i for n, i in enumerate(ids) if n % 3]
 
-    def tags(values: list[str]) -> list[dict[str, str]]:
+    def tags(values: list[str]) -> list[TagDescriptionTypeDef]:
         answer = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": values}])
         return sorted(answer["Tags"], key=lambda t: t["Key"])
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING
 from xml.etree import ElementTree
 
 import pytest
@@ -11,9 +11,12 @@ from botocore.exceptions import ClientError
 
 from localcloud.ec2 import Ec2Emulator
 
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
+
 
 def test_request_limit_exceeded_twice_then_describe_succeeds(
-    emulator: Ec2Emulator, ec2: Any
+    emulator: Ec2Emulator, ec2: EC2Client
 ) -> None:
     """Two injected RequestLimitExceeded faults fail two calls with HTTP 503; the third succeeds."""
     emulator.inject_fault(action="DescribeRegions", error_code="RequestLimitExceeded", count=2)
@@ -50,7 +53,7 @@ def test_fault_body_has_ec2_error_xml_shape(emulator: Ec2Emulator) -> None:
     assert call.request_error == "RequestLimitExceeded"
 
 
-def test_fault_only_hits_its_action(emulator: Ec2Emulator, ec2: Any) -> None:
+def test_fault_only_hits_its_action(emulator: Ec2Emulator, ec2: EC2Client) -> None:
     """A fault injected for CreateFleet leaves other actions alone."""
     emulator.inject_fault(action="CreateFleet", error_code="RequestLimitExceeded")
 

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiobotocore.session import get_session
 
 from localcloud.ec2 import Ec2Emulator
 
-from .conftest import CREDENTIALS, client
+from .conftest import ACCESS_KEY_ID, SECRET_ACCESS_KEY, ec2_client
+
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
 
 
 async def receive_one(emulator: Ec2Emulator) -> dict[str, Any]:
     session = get_session()
     async with session.create_client(
-        "sqs", endpoint_url=emulator.endpoint_url, region_name="us-east-1", **CREDENTIALS
+        "sqs",
+        endpoint_url=emulator.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id=ACCESS_KEY_ID,
+        aws_secret_access_key=SECRET_ACCESS_KEY,
     ) as sqs:
         response = await sqs.receive_message(
             QueueUrl=emulator.interruption_queue_url, WaitTimeSeconds=5
@@ -54,7 +61,7 @@ async def test_rebalance_and_state_change_events_have_their_detail_types(
     assert state_change["detail"] == {"instance-id": "i-1", "state": "terminated"}
 
 
-def launch_one(emulator: Ec2Emulator, ec2: Any) -> str:
+def launch_one(emulator: Ec2Emulator, ec2: EC2Client) -> str:
     template = ec2.create_launch_template(
         LaunchTemplateName="daiku-events",
         LaunchTemplateData={"ImageId": emulator.image_ids["x86_64"]},
@@ -73,7 +80,7 @@ def launch_one(emulator: Ec2Emulator, ec2: Any) -> str:
     return instance_id
 
 
-def state_of(ec2: Any, instance_id: str) -> str:
+def state_of(ec2: EC2Client, instance_id: str) -> str:
     reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
     state: str = reservations[0]["Instances"][0]["State"]["Name"]
     return state
@@ -82,7 +89,7 @@ def state_of(ec2: Any, instance_id: str) -> str:
 async def test_terminate_instances_emits_state_changes_when_enabled() -> None:
     """With emit_state_changes, TerminateInstances sends shutting-down then terminated events."""
     with Ec2Emulator(emit_state_changes=True) as emulator:
-        ec2 = client(emulator, "ec2")
+        ec2 = ec2_client(emulator)
         instance_id = launch_one(emulator, ec2)
 
         ec2.terminate_instances(InstanceIds=[instance_id])
@@ -99,7 +106,7 @@ async def test_spot_interruption_with_terminate_reclaims_the_instance(
     emulator: Ec2Emulator,
 ) -> None:
     """send_spot_interruption(terminate=True) sends the warning and terminates the instance."""
-    ec2 = client(emulator, "ec2")
+    ec2 = ec2_client(emulator)
     instance_id = launch_one(emulator, ec2)
 
     emulator.send_spot_interruption(instance_id, terminate=True)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from localcloud.ec2 import Ec2Emulator
 from localcloud.ec2.instance_types import instance_type_zones, on_demand_prices
 
-from .conftest import SESSION, client
+from .conftest import SESSION, pricing_client
+
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
 
 
 def test_spot_price_history_is_below_on_demand_for_every_zone(
-    emulator: Ec2Emulator, ec2: Any
+    emulator: Ec2Emulator, ec2: EC2Client
 ) -> None:
     """DescribeSpotPriceHistory returns one price per offering zone, each below on-demand."""
     history = ec2.describe_spot_price_history(InstanceTypes=["m5.large", "c6g.large"])[
@@ -28,7 +31,9 @@ def test_spot_price_history_is_below_on_demand_for_every_zone(
         assert 0 < float(entry["SpotPrice"]) < on_demand[entry["InstanceType"]]
 
 
-def test_spot_price_history_paginates_over_all_offerings(emulator: Ec2Emulator, ec2: Any) -> None:
+def test_spot_price_history_paginates_over_all_offerings(
+    emulator: Ec2Emulator, ec2: EC2Client
+) -> None:
     """The paginator walks every priced offering of the region exactly once."""
     paginator = ec2.get_paginator("describe_spot_price_history")
     seen = [
@@ -52,7 +57,7 @@ def test_spot_price_history_paginates_over_all_offerings(emulator: Ec2Emulator, 
 
 def test_pricing_get_products_returns_the_shared_on_demand_price(emulator: Ec2Emulator) -> None:
     """GetProducts for m5.large in us-east-1 returns one Linux product priced as the shared list."""
-    pricing = client(emulator, "pricing")
+    pricing = pricing_client(emulator)
     response = pricing.get_products(
         ServiceCode="AmazonEC2",
         Filters=[

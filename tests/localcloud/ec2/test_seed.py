@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -13,13 +13,17 @@ from localcloud.ec2.instance_types import (
     on_demand_prices,
 )
 
-from .conftest import client
+from .conftest import sqs_client
 
-DISCOVERY = [{"Name": "tag:karpenter.sh/discovery", "Values": ["daiku"]}]
+if TYPE_CHECKING:
+    from types_boto3_ec2.client import EC2Client
+    from types_boto3_ec2.type_defs import FilterTypeDef
+
+DISCOVERY: list[FilterTypeDef] = [{"Name": "tag:karpenter.sh/discovery", "Values": ["daiku"]}]
 
 
 def test_subnets_and_security_group_are_tagged_for_discovery(
-    emulator: Ec2Emulator, ec2: Any
+    emulator: Ec2Emulator, ec2: EC2Client
 ) -> None:
     """Each zone has a subnet tagged karpenter.sh/discovery=<cluster>; one security group is too."""
     subnets = ec2.describe_subnets(Filters=DISCOVERY)["Subnets"]
@@ -32,7 +36,7 @@ def test_subnets_and_security_group_are_tagged_for_discovery(
 
 @pytest.mark.parametrize("architecture", ["x86_64", "arm64"])
 def test_eks_amis_are_found_by_name_pattern(
-    emulator: Ec2Emulator, ec2: Any, architecture: str
+    emulator: Ec2Emulator, ec2: EC2Client, architecture: str
 ) -> None:
     """DescribeImages with the al2023 name pattern finds exactly the seeded AMI of that arch."""
     images = ec2.describe_images(
@@ -47,7 +51,7 @@ def test_eks_amis_are_found_by_name_pattern(
 
 def test_interruption_queue_exists_at_the_reported_url(emulator: Ec2Emulator) -> None:
     """The queue `<cluster>-interruption` exists and its URL is emulator.interruption_queue_url."""
-    sqs = client(emulator, "sqs")
+    sqs = sqs_client(emulator)
 
     assert (
         sqs.get_queue_url(QueueName="daiku-interruption")["QueueUrl"]
