@@ -452,3 +452,11 @@ def emulator_price(region: str, instance_type: str, zone: str, capacity_type: st
     if capacity_type == "spot":
         return spot_price(instance_type, zone, on_demand)
     return on_demand
+
+
+async def mirror_saw_pods_leave(scheduler: RunningScheduler, nodes: set[str]) -> None:
+    """Until the scheduler's cluster mirror shows no pod bound to `nodes`. The disruption
+    controller counts a node's quiet time from its clock's reading when it saw the last pod
+    go, so a test moves that clock only after this (synchronisation, not an assertion)."""
+    mirror = scheduler.service.mirror
+    await until(lambda: not any(mirror.pods_on_node(n) for n in nodes))

@@ -28,6 +28,7 @@ from tests.e2e.conftest import (
     Stack,
     api_server_clock,
     emulator_price,
+    mirror_saw_pods_leave,
     start_with_disruption_clock,
     until,
 )
@@ -252,6 +253,7 @@ async def timeline(
     await scale(stack, 10)
     pods = await settle(stack, 10)
     emptied = {n for n in nodes if not on_node(pods, n)}
+    await mirror_saw_pods_leave(scheduler, emptied)
     clock.set(at(12) + timedelta(seconds=29))
     await quiet_passes(scheduler, 5)
     assert set(await daiku_nodes(stack)) == set(nodes)
@@ -291,6 +293,7 @@ async def timeline(
     clock.set(at(47))
     await scale(stack, 0)
     await settle(stack, 0)
+    await mirror_saw_pods_leave(scheduler, last)
     clock.set(at(47) + timedelta(seconds=29))
     await quiet_passes(scheduler, 5)
     assert set(await daiku_nodes(stack)) == last
