@@ -100,6 +100,18 @@ def _phase(pod: KubeObject | None) -> str | None:
     return status.get("phase") if isinstance(status, dict) else None
 
 
+def disrupting_message(decision: DisruptionDecision, replacements: list[str]) -> str:
+    """The `Disrupting` Event's text: the decision's message, which already starts with its
+    reason ("Expired: 30m1s old ..."; prefixed here only if it does not), then the
+    replacement NodeClaims launched for it."""
+    message = decision.message
+    if not message.startswith(f"{decision.reason}:"):
+        message = f"{decision.reason}: {message}"
+    if replacements:
+        message += f"; replaced by {', '.join(replacements)}"
+    return message
+
+
 class DisruptionController:
     """See the module docstring. `clock` is wall time (UTC, aware), injectable."""
 
@@ -411,11 +423,11 @@ class DisruptionController:
                     warning=True,
                 )
                 return False
-        message = decision.message
-        if replacements:
-            message += f"; replaced by {', '.join(replacements)}"
         await self._events(
-            decision.nodes, decision.nodeclaims, "Disrupting", f"{decision.reason}: {message}"
+            decision.nodes,
+            decision.nodeclaims,
+            "Disrupting",
+            disrupting_message(decision, replacements),
         )
         for claim in decision.nodeclaims:
             await self._writer.delete_nodeclaim(claim)
