@@ -313,8 +313,10 @@ async def timeline(
 
 
 def assert_reason(messages: list[str], prefix: str) -> None:
+    """One Event, saying its reason once ("Empty: no pods for 31s ...")."""
     assert len(messages) == 1, messages
     assert messages[0].startswith(prefix), messages
+    assert messages[0].count(prefix) == 1, messages
 
 
 async def expired_nodes_go(
@@ -343,8 +345,9 @@ async def expired_nodes_go(
         if name not in before:
             continue
         assert seen.had_condition(name, "Expired")
-        (message,) = await disrupting_messages(stack, name)
-        assert message.startswith("Expired: ")
+        messages = await disrupting_messages(stack, name)
+        assert_reason(messages, "Expired: ")
+        message = messages[0]
         if "; replaced by " not in message:
             assert "its pods fit on other nodes" in message
             continue
