@@ -460,3 +460,10 @@ async def mirror_saw_pods_leave(scheduler: RunningScheduler, nodes: set[str]) ->
     go, so a test moves that clock only after this (synchronisation, not an assertion)."""
     mirror = scheduler.service.mirror
     await until(lambda: not any(mirror.pods_on_node(n) for n in nodes))
+
+
+async def mirror_saw_pods_on(scheduler: RunningScheduler, nodes: set[str]) -> None:
+    """Until the scheduler's cluster mirror shows a pod bound to each of `nodes` (called before
+    deleting them, so that `mirror_saw_pods_leave` waits for the deletion, not the binding)."""
+    mirror = scheduler.service.mirror
+    await until(lambda: all(mirror.pods_on_node(n) for n in nodes))

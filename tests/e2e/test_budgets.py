@@ -19,6 +19,7 @@ from tests.e2e.conftest import (
     Stack,
     api_server_clock,
     mirror_saw_pods_leave,
+    mirror_saw_pods_on,
     start_with_disruption_clock,
     until,
 )
@@ -161,6 +162,7 @@ async def test_a_budget_caps_how_many_empty_nodes_go_at_once(
         pods = await stack.create_pods(3, cpu="3", memory="1Gi")
         placed = await nodes_for(stack, pods)
         assert len(set(placed.values())) == 3
+        await mirror_saw_pods_on(scheduler, set(placed.values()))
         await delete_pods(stack, pods)
         await mirror_saw_pods_leave(scheduler, set(placed.values()))
         await passes(scheduler, 3)
@@ -200,6 +202,7 @@ async def test_an_empty_only_budget_of_zero_holds_empty_nodes_not_expired_or_dri
             clock.set(start + timedelta(minutes=10))
             (filler,) = await stack.create_pods(1, cpu="3", memory="1Gi", prefix="filler")
             empty = (await nodes_for(stack, [filler]))[filler]
+            await mirror_saw_pods_on(scheduler, {empty})
             await delete_pods(stack, [filler])
             await mirror_saw_pods_leave(scheduler, {empty})
 
@@ -279,6 +282,7 @@ async def test_a_scheduled_budget_holds_only_inside_its_window(stack: Stack) -> 
     assert before != during
 
     # 08:59: the first node is emptied; at 08:59:31 it goes (no budget is active yet).
+    await mirror_saw_pods_on(scheduler, {before, during})
     await delete_pods(stack, pods[:1])
     await mirror_saw_pods_leave(scheduler, {before})
     clock.set(clock.now + timedelta(seconds=31))

@@ -29,6 +29,7 @@ from tests.e2e.conftest import (
     api_server_clock,
     emulator_price,
     mirror_saw_pods_leave,
+    mirror_saw_pods_on,
     start_with_disruption_clock,
     until,
 )
@@ -249,6 +250,7 @@ async def timeline(
     cost_at_20 = sum(price(stack, n) for n in nodes.values())
 
     # Minute 12: 10 replicas. Nodes left without pods stay 29 s and go at 31 s, as Empty.
+    await mirror_saw_pods_on(scheduler, set(nodes))
     clock.set(at(12))
     await scale(stack, 10)
     pods = await settle(stack, 10)
@@ -290,6 +292,7 @@ async def timeline(
 
     # Minute 47: 0 replicas; the last nodes stay 29 s and are gone once 30 s have passed.
     last = set(nodes)
+    await mirror_saw_pods_on(scheduler, last)
     clock.set(at(47))
     await scale(stack, 0)
     await settle(stack, 0)
