@@ -121,6 +121,37 @@ class CloudInstance:
     tags: Mapping[str, str]
 
 
+@dataclass(frozen=True, slots=True)
+class ResolvedSubnet:
+    id: str
+    zone: str
+    zone_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedSecurityGroup:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedAmi:
+    """An AMI a launch uses, and the nodes it is for: (key, operator, values) requirements."""
+
+    id: str
+    name: str
+    requirements: tuple[tuple[str, str, tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClassResolution:
+    """What an EC2NodeClass's selector terms select now (ResolveNodeClass)."""
+
+    subnets: tuple[ResolvedSubnet, ...]
+    security_groups: tuple[ResolvedSecurityGroup, ...]
+    amis: tuple[ResolvedAmi, ...]
+
+
 class CloudEventKind(StrEnum):
     SPOT_INTERRUPTION_WARNING = "SpotInterruptionWarning"
     REBALANCE_RECOMMENDATION = "RebalanceRecommendation"
@@ -179,6 +210,7 @@ class ActuatorDeadlines:
     terminate_nodeclaim_seconds: float = 30.0
     get_nodeclaim_seconds: float = 10.0
     list_nodeclaims_seconds: float = 30.0
+    resolve_node_class_seconds: float = 30.0
 
 
 SERVICE_NAME = "daiku.actuator.v1.Actuator"
@@ -397,6 +429,33 @@ class ActuatorClient:
         except grpc.aio.AioRpcError as error:
             raise _error_from(error, "ListNodeClaims") from error
         return tuple(_instance_from_proto(n) for n in response.nodeclaims)
+
+    async def resolve_node_class(self, node_class: actuator_pb2.NodeClass) -> NodeClassResolution:
+        """What the node class's selector terms select now. FailedPreconditionError when a
+        selector list matches nothing (the message starts with the field), InvalidArgumentError
+        when the node class is malformed."""
+        try:
+            response = await self._stub.ResolveNodeClass(
+                actuator_pb2.ResolveNodeClassRequest(node_class=node_class),
+                timeout=self._deadlines.resolve_node_class_seconds,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _error_from(error, "ResolveNodeClass") from error
+        return NodeClassResolution(
+            subnets=tuple(ResolvedSubnet(s.id, s.zone, s.zone_id) for s in response.subnets),
+            security_groups=tuple(
+                ResolvedSecurityGroup(g.id, g.name) for g in response.security_groups
+            ),
+            amis=tuple(
+                ResolvedAmi(
+                    a.id,
+                    a.name,
+                    tuple((r.key, r.operator, tuple(r.values)) for r in a.requirements),
+                )
+                for a in response.amis
+            ),
+        )
 
     async def watch_cloud_events(self) -> AsyncIterator[CloudEvent]:
         """Cloud events as they come; the stream has no deadline. It ends by raising an

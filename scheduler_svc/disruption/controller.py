@@ -174,8 +174,12 @@ class DisruptionController:
     async def run(self) -> NoReturn:
         """Pass after pass until cancelled; one failed pass is logged, never fatal."""
         while True:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
+            # arrives as the wait ends (wakes are frequent here), and the leader's task group
+            # would then never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.interval_seconds)
+                async with asyncio.timeout(self.settings.interval_seconds):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self.disrupt_once()

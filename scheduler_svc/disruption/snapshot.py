@@ -4,8 +4,9 @@
 Candidates are the registered Nodes of daiku's NodeClaims; every other Node, and claims whose
 Node has not registered yet (in flight), can take pods. A candidate's price is its offering in
 the instance-type catalog, else the claim's `daiku.dev/offerings` annotation (the CLI has no
-catalog). EC2NodeClass hashes use the resolved AMI/security-group ids of its status when it has
-them, else the selector terms themselves (so changing an AMI selector drifts either way).
+catalog). EC2NodeClass hashes leave AMIs and subnets out: a candidate carries the AMI its claim
+launched with (`status.imageID`) and the class the AMIs and subnets it resolves to
+(`status.amis`/`status.subnets`, written by `scheduler_svc.nodeclass`), which drift compares.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from scheduler_svc.core.disruption import (
     NodeClassState,
     NodePoolState,
     PodDisruptionBudget,
-    canonical_json,
     nodeclass_hash,
     nodepool_hash,
 )
@@ -85,29 +85,23 @@ def owner_kind(pod: KubeObject) -> str | None:
 
 
 def nodeclass_state(obj: KubeObject) -> NodeClassState:
-    """An EC2NodeClass's current hash and resolved subnets (see the module docstring)."""
+    """An EC2NodeClass's current hash, resolved subnets and AMIs (see the module docstring)."""
     spec = _section(obj, "spec")
     status = _section(obj, "status")
 
-    def ids(status_field: str, spec_field: str) -> list[str]:
-        resolved = [
+    def resolved(status_field: str) -> frozenset[str] | None:
+        ids = [
             str(i["id"])
             for i in status.get(status_field) or []
-            if isinstance(i, dict) and "id" in i
+            if isinstance(i, dict) and i.get("id")
         ]
-        return resolved or [canonical_json(t) for t in spec.get(spec_field) or []]
+        return frozenset(ids) if ids else None
 
-    subnets = [
-        str(s["id"]) for s in status.get("subnets") or [] if isinstance(s, dict) and "id" in s
-    ]
     return NodeClassState(
         name=str(_metadata(obj).get("name", "")),
-        nodeclass_hash=nodeclass_hash(
-            spec,
-            ami_ids=ids("amis", "amiSelectorTerms"),
-            security_group_ids=ids("securityGroups", "securityGroupSelectorTerms"),
-        ),
-        subnet_ids=frozenset(subnets) if subnets else None,
+        nodeclass_hash=nodeclass_hash(spec),
+        subnet_ids=resolved("subnets"),
+        ami_ids=resolved("amis"),
     )
 
 
@@ -240,6 +234,7 @@ def build_snapshot(  # noqa: PLR0912, PLR0915 - one pass over the mirror's kinds
                 last_pod_event_at=events.get(node.name),
                 nodepool_hash=annotations.get(NODEPOOL_HASH_ANNOTATION),
                 nodeclass_hash=annotations.get(NODECLASS_HASH_ANNOTATION),
+                image_id=str((claim.get("status") or {}).get("imageID") or "") or None,
                 is_initialized=is_condition_true(claim, "Initialized"),
             )
         )

@@ -58,11 +58,13 @@ from scheduler_svc.kube.resources import (
 from scheduler_svc.kube.writer import (
     UNREGISTERED_TAINT_KEY,
     KubeWriter,
+    conditions_of,
     is_condition_true,
     parse_timestamp,
     utc_now,
 )
 from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.nodeclass.readiness import NODECLASS_READY, first_unresolved
 from scheduler_svc.provisioning.batcher import Batcher, BatchWindow
 from scheduler_svc.provisioning.catalog import CatalogKey, InstanceTypeCatalog, catalog_key
 from scheduler_svc.provisioning.launch import ClaimLauncher, LaunchOutcome, LaunchResult
@@ -201,6 +203,14 @@ class Provisioner:
             old_spec = (change.old or {}).get("spec")
             if change.new is not None and change.new.get("spec") != old_spec:
                 self.batcher.trigger()
+            elif (
+                resource == EC2_NODE_CLASSES
+                and change.old is not None
+                and change.new is not None
+                and first_unresolved(conditions_of(change.old)) is not None
+                and first_unresolved(conditions_of(change.new)) is None
+            ):
+                self.batcher.trigger()  # its selectors resolve again: its pools take pods
 
     def _observe_binding(self, old: KubeObject, new: KubeObject) -> None:
         uid = _uid(new)
@@ -425,25 +435,48 @@ class Provisioner:
                 continue
             await self._validation(EC2_NODE_CLASSES, str(class_name), None)
             await self._validation(NODE_POOLS, model.name, None)
+            # Selector terms that resolve to nothing (the EC2NodeClass status controller's
+            # conditions): every launch would fail, so the pool takes no pods meanwhile.
+            unresolved = first_unresolved(conditions_of(node_class))
+            if unresolved is not None:
+                message = (
+                    f"NodePool {model.name}: EC2NodeClass {class_name} is not ready: "
+                    f"{unresolved.get('message') or unresolved.get('type')}"
+                )
+                result.invalid.append(message)
+                await self._condition(NODE_POOLS, model.name, NODECLASS_READY, message)
+                continue
+            await self._condition(NODE_POOLS, model.name, NODECLASS_READY, None)
             pools.append(_ValidPool(model, obj, node_class, key))
         return pools
 
     async def _validation(self, resource: Any, name: str, problem: str | None) -> None:
+        await self._condition(resource, name, "ValidationSucceeded", problem)
+
+    async def _condition(
+        self, resource: Any, name: str, condition_type: str, problem: str | None
+    ) -> None:
         obj = self._mirror.get(resource, name)
         if obj is None:
             return
+        failed = "ValidationFailed" if condition_type == "ValidationSucceeded" else "NotReady"
         try:
             await ensure_condition(
                 self._writer,
                 resource,
                 obj,
-                "ValidationSucceeded",
+                condition_type,
                 "False" if problem else "True",
-                reason="ValidationFailed" if problem else "ValidationSucceeded",
+                reason=failed if problem else condition_type,
                 message=problem or "",
             )
         except KubeApiError as error:
-            log.warning("validation_status_write_failed", name=name, error=str(error))
+            log.warning(
+                "status_condition_write_failed",
+                name=name,
+                condition=condition_type,
+                error=str(error),
+            )
 
     async def _create_and_launch(
         self,

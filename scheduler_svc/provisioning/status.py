@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
+from scheduler_svc.errors import KubeConflictError, KubeInvalidError, KubeNotFoundError
 from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, KubeObject, Resource
 from scheduler_svc.kube.writer import (
     KubeWriter,
@@ -13,6 +15,17 @@ from scheduler_svc.kube.writer import (
     utc_now,
     with_condition,
 )
+from scheduler_svc.nodeclass.readiness import NODECLASS_READINESS, NODEPOOL_READINESS, ready_of
+
+_WRITE_ATTEMPTS = 4
+
+
+def _summarized(resource: Resource) -> Sequence[str]:
+    if resource == NODE_POOLS:
+        return NODEPOOL_READINESS
+    if resource == EC2_NODE_CLASSES:
+        return NODECLASS_READINESS
+    raise ValueError(f"no status conditions written for {resource}")
 
 
 async def ensure_condition(
@@ -25,35 +38,90 @@ async def ensure_condition(
     reason: str,
     message: str = "",
 ) -> bool:
-    """Set one condition (and `Ready` to follow a validation condition) on a NodePool or
-    EC2NodeClass when it differs from what the object shows; True when it wrote."""
-    updates = [(condition_type, status, reason, message)]
-    if condition_type == "ValidationSucceeded":
-        updates.append(("Ready", status, "Ready" if status == "True" else "NotReady", message))
-    if all(
-        (current := condition(obj, t)) is not None
-        and current.get("status") == s
-        and current.get("message", "") == m
-        for t, s, _, m in updates
-    ):
+    """Set one condition on a NodePool or EC2NodeClass, and `Ready` when the condition is one
+    it summarizes (`scheduler_svc.nodeclass.readiness`), when they differ from what the object
+    shows; True when it wrote. The write starts from a fresh read and is conditional on its
+    resourceVersion (the EC2NodeClass status controller writes the same list)."""
+    summarized = _summarized(resource)
+    if _holds(obj, condition_type, status, message, summarized):
         return False
-    generation = (obj.get("metadata") or {}).get("generation")
-    conditions = conditions_of(obj)
-    now = utc_now()
-    for t, s, r, m in updates:
+    for _attempt in range(_WRITE_ATTEMPTS):
+        try:
+            current = await writer.objects.get(resource, name_of(obj))
+        except KubeNotFoundError:
+            return False
+        if _holds(current, condition_type, status, message, summarized):
+            return False
+        metadata = current.get("metadata") or {}
+        generation = metadata.get("generation")
+        observed = generation if isinstance(generation, int) else None
+        now = utc_now()
         conditions = with_condition(
-            conditions,
-            t,
-            s,
-            reason=r,
-            message=m,
+            conditions_of(current),
+            condition_type,
+            status,
+            reason=reason,
+            message=message,
             now=now,
-            observed_generation=generation if isinstance(generation, int) else None,
+            observed_generation=observed,
         )
-    if resource == NODE_POOLS:
-        await writer.patch_nodepool_status(name_of(obj), {"conditions": conditions})
-    elif resource == EC2_NODE_CLASSES:
-        await writer.patch_ec2nodeclass_status(name_of(obj), {"conditions": conditions})
-    else:
-        raise ValueError(f"no status conditions written for {resource}")
-    return True
+        if condition_type in summarized:
+            ready, ready_reason, ready_message = ready_of(conditions, summarized)
+            conditions = with_condition(
+                conditions,
+                "Ready",
+                ready,
+                reason=ready_reason,
+                message=ready_message,
+                now=now,
+                observed_generation=observed,
+            )
+        patch = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": metadata.get("resourceVersion"),
+            },
+            {
+                "op": "add",
+                "path": "/status",
+                "value": {**_status(current), "conditions": conditions},
+            },
+        ]
+        try:
+            await writer.objects.patch(
+                resource, name_of(current), patch, subresource="status", patch_type="json"
+            )
+        except (KubeConflictError, KubeInvalidError):
+            continue  # changed since the read: read it again
+        except KubeNotFoundError:
+            return False
+        return True
+    return False
+
+
+def _status(obj: KubeObject) -> dict[str, object]:
+    status = obj.get("status")
+    return dict(status) if isinstance(status, dict) else {}
+
+
+def _holds(
+    obj: KubeObject,
+    condition_type: str,
+    status: str,
+    message: str,
+    summarized: Sequence[str],
+) -> bool:
+    """Whether `obj` already shows the condition (and the `Ready` it implies)."""
+    current = condition(obj, condition_type)
+    if current is None or current.get("status") != status or current.get("message", "") != message:
+        return False
+    if condition_type not in summarized:
+        return True
+    ready, _reason, ready_message = ready_of(conditions_of(obj), summarized)
+    shown = condition(obj, "Ready")
+    return (
+        shown is not None
+        and shown.get("status") == ready
+        and shown.get("message", "") == ready_message
+    )

@@ -17,7 +17,7 @@ Public surface::
     plan.blocked                                 # BlockedNode(node, event_reason, message):
                                                  #   DisruptionBlocked / Unconsolidatable
     explain_node(snapshot, "ip-10-0-1-2", now)   # NodeExplanation(verdict, details)
-    nodepool_hash(spec), nodeclass_hash(spec, ami_ids=..., security_group_ids=...)
+    nodepool_hash(spec), nodeclass_hash(spec)    # AMIs: Candidate.image_id in ami_ids
 """
 
 from scheduler_svc.core.disruption.drift import (

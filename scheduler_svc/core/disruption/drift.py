@@ -5,16 +5,20 @@ NodeClaim at launch (annotations ``daiku.dev/nodepool-hash``, ``daiku.dev/ec2nod
 A node drifts when the hash of today's objects differs from the stamp.
 
 What counts (launch-relevant): the NodePool template's labels, annotations, taints,
-startupTaints, kubelet and nodeClassRef; the EC2NodeClass's resolved AMI ids, resolved security
-groups, tags, userData, blockDeviceMappings, metadataOptions, role/instanceProfile, amiFamily,
-kubelet and the other launch fields. What does not: weight, limits, disruption, expireAfter,
-terminationGracePeriod (behaviour, not what a node is), selector terms (their *resolved*
-values count) and status.
+startupTaints, kubelet and nodeClassRef; the EC2NodeClass's security-group selector terms
+(or the ids they resolved to, when the caller passes them), tags, userData,
+blockDeviceMappings, metadataOptions, role/instanceProfile, amiFamily, kubelet and the other
+launch fields. What does not: weight, limits, disruption, expireAfter, terminationGracePeriod
+(behaviour, not what a node is), AMI and subnet selector terms and status.
 
-Two deliberate departures from "hash everything", both as Karpenter does, to avoid churn:
+Three deliberate departures from "hash everything", as Karpenter does, to avoid churn:
 NodePool requirements are not hashed — a node drifts on requirements only when its labels no
 longer satisfy them (widening a NodePool replaces nothing); subnets are not hashed — a node
-drifts only when its subnet left the resolved set (adding a subnet replaces nothing).
+drifts only when its subnet left the resolved set (adding a subnet replaces nothing); AMIs are
+not hashed — a node drifts when the AMI it runs (its NodeClaim's ``status.imageID``) is not
+among the class's resolved AMIs (``status.amis``), so a newer image published under the same
+selector drifts the nodes of that architecture and no other, and changing the selector to one
+that still selects the node's image replaces nothing.
 Canonical form: JSON with sorted keys, no whitespace, lists of taints sorted; sha256 hex.
 """
 
@@ -32,6 +36,8 @@ _NODEPOOL_TEMPLATE_SPEC_FIELDS = ("taints", "startupTaints", "kubelet", "nodeCla
 _NODECLASS_IGNORED_FIELDS = frozenset(
     {"amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms"}
 )
+# Bumped when what the EC2NodeClass hash covers changes (2: AMIs left it for imageID checks).
+NODECLASS_HASH_VERSION = 2
 
 
 def canonical_json(value: object) -> str:
@@ -71,14 +77,17 @@ def nodepool_hash(spec: Mapping[str, Any]) -> str:
 def nodeclass_hash(
     spec: Mapping[str, Any],
     *,
-    ami_ids: Iterable[str] = (),
-    security_group_ids: Iterable[str] = (),
+    security_group_ids: Iterable[str] | None = None,
 ) -> str:
-    """The launch-relevant hash of an EC2NodeClass ``spec`` with its selector terms replaced by
-    what they resolve to (AMI and security-group ids, order-free)."""
-    relevant = {k: v for k, v in spec.items() if k not in _NODECLASS_IGNORED_FIELDS}
-    relevant["resolvedAmiIds"] = sorted(set(ami_ids))
-    relevant["resolvedSecurityGroupIds"] = sorted(set(security_group_ids))
+    """The launch-relevant hash of an EC2NodeClass ``spec``: AMI and subnet selector terms
+    left out (drift checks them against the node), security groups as the ids they resolve
+    to when given, else as their selector terms."""
+    relevant: dict[str, Any] = {k: v for k, v in spec.items() if k not in _NODECLASS_IGNORED_FIELDS}
+    if security_group_ids is not None:
+        relevant["resolvedSecurityGroupIds"] = sorted(set(security_group_ids))
+    else:
+        relevant["securityGroupSelectorTerms"] = spec.get("securityGroupSelectorTerms") or []
+    relevant["hashVersion"] = NODECLASS_HASH_VERSION
     return _digest(relevant)
 
 
@@ -115,4 +124,10 @@ def drift_reason(  # noqa: PLR0911 - one exit per kind of drift
         return (
             f"subnet {candidate.subnet_id} is no longer selected by EC2NodeClass {nodeclass.name}"
         )
+    if (
+        nodeclass.ami_ids is not None
+        and candidate.image_id
+        and candidate.image_id not in nodeclass.ami_ids
+    ):
+        return f"AMI {candidate.image_id} is no longer selected by EC2NodeClass {nodeclass.name}"
     return None

@@ -62,7 +62,8 @@ class Candidate:
     ``last_pod_event_at`` is the last time a pod was bound to or left the node (None: never,
     the node's age counts instead); ``nodepool_hash``/``nodeclass_hash`` are the hashes
     stamped on the NodeClaim at launch (None: not stamped, never drifted by hash);
-    ``subnet_id`` the subnet its instance is in (None: unknown)."""
+    ``subnet_id`` the subnet its instance is in, ``image_id`` the AMI it runs (its
+    NodeClaim's ``status.imageID``; None: unknown)."""
 
     name: str
     nodeclaim: str
@@ -80,6 +81,7 @@ class Candidate:
     nodepool_hash: str | None = None
     nodeclass_hash: str | None = None
     subnet_id: str | None = None
+    image_id: str | None = None
     is_initialized: bool = True
 
     def to_node(self) -> Node:
@@ -141,11 +143,13 @@ class NodePoolState:
 
 @dataclass(frozen=True)
 class NodeClassState:
-    """An EC2NodeClass: its current launch hash and resolved subnets (None: not resolved)."""
+    """An EC2NodeClass: its current launch hash, resolved subnets and resolved AMI ids (its
+    ``status.subnets``/``status.amis``; None: not resolved)."""
 
     name: str
     nodeclass_hash: str | None = None
     subnet_ids: frozenset[str] | None = None
+    ami_ids: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -63,33 +63,26 @@ def test_nodepool_hash(path: tuple[str, ...], value: object, drifts: bool) -> No
 
 
 def test_nodeclass_hash() -> None:
-    """Resolved AMIs, security groups, user data and tags change the EC2NodeClass hash; selector
-    terms themselves and the order of resolved ids do not."""
+    """Security groups (their terms, or the ids they resolve to when given), user data and tags
+    change the EC2NodeClass hash; AMI and subnet selector terms and the order of resolved ids
+    do not (drift compares AMIs and subnets with the node itself)."""
     spec = {
         "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+        "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
         "userData": "echo",
         "tags": {"a": "1"},
     }
-    base = nodeclass_hash(spec, ami_ids=["ami-1", "ami-2"], security_group_ids=["sg-1"])
-    assert nodeclass_hash(spec, ami_ids=["ami-2", "ami-1"], security_group_ids=["sg-1"]) == base
-    assert nodeclass_hash(spec, ami_ids=["ami-3"], security_group_ids=["sg-1"]) != base
-    assert nodeclass_hash(spec, ami_ids=["ami-1", "ami-2"], security_group_ids=["sg-2"]) != base
-    other_terms = {**spec, "amiSelectorTerms": [{"id": "ami-1"}, {"id": "ami-2"}]}
-    assert (
-        nodeclass_hash(other_terms, ami_ids=["ami-1", "ami-2"], security_group_ids=["sg-1"]) == base
-    )
-    assert (
-        nodeclass_hash(
-            {**spec, "userData": "echo 2"}, ami_ids=["ami-1", "ami-2"], security_group_ids=["sg-1"]
-        )
-        != base
-    )
-    assert (
-        nodeclass_hash(
-            {**spec, "tags": {"a": "2"}}, ami_ids=["ami-1", "ami-2"], security_group_ids=["sg-1"]
-        )
-        != base
-    )
+    base = nodeclass_hash(spec)
+    other_amis = {**spec, "amiSelectorTerms": [{"id": "ami-1"}, {"id": "ami-2"}]}
+    assert nodeclass_hash(other_amis) == base
+    assert nodeclass_hash({**spec, "subnetSelectorTerms": [{"id": "subnet-1"}]}) == base
+    assert nodeclass_hash({**spec, "securityGroupSelectorTerms": [{"id": "sg-9"}]}) != base
+    assert nodeclass_hash({**spec, "userData": "echo 2"}) != base
+    assert nodeclass_hash({**spec, "tags": {"a": "2"}}) != base
+    resolved = nodeclass_hash(spec, security_group_ids=["sg-1", "sg-2"])
+    assert nodeclass_hash(spec, security_group_ids=["sg-2", "sg-1"]) == resolved
+    assert nodeclass_hash(spec, security_group_ids=["sg-3"]) != resolved
     assert len(base) == 64
 
 

@@ -141,12 +141,32 @@ def test_a_bare_pod_does_not_block_expiry() -> None:
 
 
 def test_drift_after_an_ami_change() -> None:
-    """A node stamped with the EC2NodeClass hash of an old AMI is replaced once the AMI changes."""
+    """A node whose AMI is still among its EC2NodeClass's resolved AMIs stays; once the class
+    resolves to a newer AMI (same selector), the node is replaced, right-sized."""
+    node = candidate("n1", "c4.xlarge", pods("p", 3), created=0, image_id="ami-1")
+    settings_pool = dataclasses.replace(
+        pool(consolidation_policy=WHEN_EMPTY, budgets=(), **NO_EXPIRY), nodeclass="default"
+    )
+    resolved = NodeClassState("default", ami_ids=frozenset({"ami-1", "ami-arm-1"}))
+    same = snapshot([node], [settings_pool], nodeclasses=(resolved,))
+    assert decided(plan_disruption(same, at(600))) == []
+    unresolved = snapshot([node], [settings_pool], nodeclasses=(NodeClassState("default"),))
+    assert decided(plan_disruption(unresolved, at(600))) == []
+    newer = NodeClassState("default", ami_ids=frozenset({"ami-2", "ami-arm-1"}))
+    plan = plan_disruption(snapshot([node], [settings_pool], nodeclasses=(newer,)), at(600))
+    assert decided(plan) == [("Drifted", ("n1",))]
+    assert "AMI ami-1 is no longer selected by EC2NodeClass default" in plan.decisions[0].message
+    assert [c.instance_type for c in plan.decisions[0].replacements] == ["c4.large"]
+
+
+def test_drift_after_an_ec2nodeclass_launch_field_change() -> None:
+    """A node stamped with the EC2NodeClass hash of its launch is replaced once a launch field
+    (tags) changes."""
     from scheduler_svc.core.disruption import nodeclass_hash
 
     spec = {"amiFamily": "AL2023", "role": "KarpenterNodeRole", "tags": {"team": "a"}}
-    old = nodeclass_hash(spec, ami_ids=["ami-1"], security_group_ids=["sg-1"])
-    new = nodeclass_hash(spec, ami_ids=["ami-2"], security_group_ids=["sg-1"])
+    old = nodeclass_hash(spec)
+    new = nodeclass_hash({**spec, "tags": {"team": "b"}})
     node = candidate("n1", "c4.xlarge", pods("p", 3), created=0, nodeclass_hash=old)
     settings_pool = dataclasses.replace(
         pool(consolidation_policy=WHEN_EMPTY, budgets=(), **NO_EXPIRY), nodeclass="default"
@@ -157,7 +177,6 @@ def test_drift_after_an_ami_change() -> None:
     plan = plan_disruption(changed, at(600))
     assert decided(plan) == [("Drifted", ("n1",))]
     assert "EC2NodeClass default changed since launch" in plan.decisions[0].message
-    assert [c.instance_type for c in plan.decisions[0].replacements] == ["c4.large"]
 
 
 def test_drift_when_requirements_exclude_the_node() -> None:
