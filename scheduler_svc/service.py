@@ -33,6 +33,7 @@ from scheduler_svc.kube.writer import KubeWriter, utc_now
 from scheduler_svc.lifecycle.controller import LifecycleController, LifecycleSettings
 from scheduler_svc.lifecycle.interruption import InterruptionController, InterruptionSettings
 from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.nodeclass import NodeClassStatusController, NodeClassStatusSettings
 from scheduler_svc.provisioning.batcher import Batcher
 from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
 from scheduler_svc.provisioning.launch import ClaimLauncher
@@ -53,6 +54,7 @@ class ServiceOptions:
     disruption: DisruptionControllerSettings = field(default_factory=DisruptionControllerSettings)
     disruption_clock: Callable[[], datetime] = utc_now  # consolidateAfter, expireAfter, waits
     interruption: InterruptionSettings = field(default_factory=InterruptionSettings)
+    nodeclass: NodeClassStatusSettings = field(default_factory=NodeClassStatusSettings)
     watch: WatchSettings | None = None
     # Where /healthz, /readyz and /metrics listen; None: every interface in a pod (probes and
     # Prometheus come from outside), loopback when run locally with a kubeconfig.
@@ -78,6 +80,7 @@ class SchedulerService:
         self.lifecycle: LifecycleController | None = None
         self.interruption: InterruptionController | None = None
         self.disruption: DisruptionController | None = None
+        self.nodeclass_status: NodeClassStatusController | None = None
         self.elector: LeaderElector | None = None
         self.health_port = 0
         self.metrics_port = 0
@@ -109,6 +112,8 @@ class SchedulerService:
             self.lifecycle.on_change(change)
         if self.disruption is not None:
             self.disruption.on_change(change)
+        if self.nodeclass_status is not None:
+            self.nodeclass_status.on_change(change)
 
     async def run(
         self, stop: asyncio.Event, *, on_ready: Callable[[str], None] | None = None
@@ -234,6 +239,9 @@ class SchedulerService:
             clock=self.options.disruption_clock,
             catalogs=catalog_indexes,
         )
+        self.nodeclass_status = NodeClassStatusController(
+            mirror=mirror, writer=writer, actuator=actuator, settings=self.options.nodeclass
+        )
         if settings.leader_elect:
             self.elector = LeaderElector(
                 KubeObjects(api),
@@ -278,6 +286,8 @@ class SchedulerService:
                     group.create_task(self.interruption.run(), name="interruption")
                 if self.disruption is not None:
                     group.create_task(self.disruption.run(), name="disruption")
+                if self.nodeclass_status is not None:
+                    group.create_task(self.nodeclass_status.run(), name="nodeclass_status")
         finally:
             self._leading = False
             await self.provisioner.close()
