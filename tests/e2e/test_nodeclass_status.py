@@ -1,0 +1,220 @@
+"""EC2NodeClass status end to end: the scheduler's status controller resolves each class
+through the actuator's ResolveNodeClass (EC2 emulator) and writes subnets, security groups,
+AMIs and readiness; a class whose terms select nothing holds its NodePools back; a newer AMI
+published under the same alias drifts the node running the old one."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from localcloud.ec2.emulator import EKS_KUBERNETES_VERSION
+from scheduler_svc.disruption import DisruptionControllerSettings
+from scheduler_svc.kube.writer import utc_now
+from scheduler_svc.lifecycle.controller import LifecycleSettings
+from scheduler_svc.nodeclass import NodeClassStatusSettings
+from scheduler_svc.service import SchedulerService, ServiceOptions
+from tests.e2e.conftest import RunningScheduler, Stack, until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+ON_DEMAND_AMD64 = [
+    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+]
+
+
+class FrozenClock:
+    """Wall time for the disruption controller that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = utc_now()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def start(stack: Stack, *, interval_seconds: float = 60.0) -> RunningScheduler:
+    options = ServiceOptions(
+        lifecycle=LifecycleSettings(tick_seconds=0.5),
+        disruption=DisruptionControllerSettings(
+            interval_seconds=0.2, min_interval_seconds=0.05, poll_seconds=0.05
+        ),
+        disruption_clock=FrozenClock(),
+        nodeclass=NodeClassStatusSettings(interval_seconds=interval_seconds),
+    )
+    service = SchedulerService(stack.settings(), options=options)
+    stop = asyncio.Event()
+    lines: list[str] = []
+    task = asyncio.create_task(service.run(stop, on_ready=lines.append))
+    running = RunningScheduler(service, stop, task, lines)
+    stack.schedulers.append(running)
+    await until(lambda: bool(lines) or task.done(), timeout_seconds=20)
+    if task.done():
+        task.result()
+    return running
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {
+        c["type"]: (c["status"], c.get("reason", ""), c.get("message", ""))
+        for c in obj.get("status", {}).get("conditions", [])
+    }
+
+
+async def node_class(stack: Stack) -> dict[str, Any]:
+    obj: dict[str, Any] = await stack.store.get("ec2nodeclasses", "default")
+    return obj
+
+
+async def events(stack: Stack, reason: str) -> list[dict[str, Any]]:
+    return [e for e in await stack.objects("events", "default") if e.get("reason") == reason]
+
+
+async def test_the_status_shows_what_the_selectors_resolve_to(stack: Stack) -> None:
+    """Once leading, the scheduler writes the class's subnets (with zones), its security group
+    (with name) and the newest al2023 AMI per architecture, and Ready and the three
+    resolution conditions True."""
+    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
+    await start(stack)
+    emulator = stack.cloud.ec2
+
+    async def resolved() -> dict[str, Any] | None:
+        obj = await node_class(stack)
+        return obj if obj.get("status", {}).get("amis") else None
+
+    obj = await until(resolved)
+    status = obj["status"]
+    assert {s["id"]: s["zone"] for s in status["subnets"]} == {
+        subnet: zone for zone, subnet in emulator.subnet_ids.items()
+    }
+    assert all(s["zoneID"] for s in status["subnets"])
+    assert status["securityGroups"] == [
+        {"id": emulator.security_group_id, "name": f"{stack.cloud.cluster_name}-nodes"}
+    ]
+    assert {a["id"]: a["requirements"] for a in status["amis"]} == {
+        emulator.image_ids["x86_64"]: [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+        ],
+        emulator.image_ids["arm64"]: [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
+        ],
+    }
+
+    async def ready() -> dict[str, tuple[str, str, str]] | None:
+        shown = conditions(await node_class(stack))
+        wanted = ("Ready", "SubnetsReady", "SecurityGroupsReady", "AMIsReady")
+        return shown if all(shown.get(t, ("",))[0] == "True" for t in wanted) else None
+
+    await until(ready)
+
+
+async def test_a_class_selecting_no_ami_holds_its_pools_until_fixed(stack: Stack) -> None:
+    """With AMI terms that match nothing, the class shows AMIsReady and Ready False with the
+    actuator's message (Event NodeClassNotReady), its NodePool NodeClassReady False, and a
+    pending pod gets no NodeClaim; fixing the terms makes it Ready and the pod runs."""
+    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
+    # A whole replace: the alias term goes and amiFamily (required without one) comes.
+    current = await node_class(stack)
+    current["spec"]["amiSelectorTerms"] = [{"name": "no-such-image-*"}]
+    current["spec"]["amiFamily"] = "AL2023"
+    await stack.store.update("ec2nodeclasses", current)
+    await start(stack)
+
+    async def not_ready() -> dict[str, tuple[str, str, str]] | None:
+        shown = conditions(await node_class(stack))
+        return shown if shown.get("AMIsReady", ("",))[0] == "False" else None
+
+    shown = await until(not_ready)
+    assert shown["AMIsReady"][1] == "AMIsNotFound"
+    assert shown["AMIsReady"][2].startswith("node_class.ami_selector_terms: match no")
+    assert shown["Ready"][:2] == ("False", "NotReady")
+
+    async def reported() -> list[str]:
+        return [e["involvedObject"]["name"] for e in await events(stack, "NodeClassNotReady")]
+
+    assert await until(reported) == ["default"]
+    names = await stack.create_pods(1, cpu="500m", memory="512Mi", prefix="held")
+
+    async def pool_held() -> bool:
+        pool = await stack.store.get("nodepools", "default")
+        return conditions(pool).get("NodeClassReady", ("",))[0] == "False"
+
+    await until(pool_held)
+    pool = await stack.store.get("nodepools", "default")
+    assert conditions(pool)["Ready"][0] == "False"
+    assert "EC2NodeClass default is not ready" in conditions(pool)["NodeClassReady"][2]
+    assert await stack.objects("nodeclaims") == []
+
+    current = await node_class(stack)
+    current["spec"]["amiSelectorTerms"] = [{"alias": "al2023@latest"}]
+    await stack.store.update("ec2nodeclasses", current)
+
+    async def pod_running() -> bool:
+        pods = {p["metadata"]["name"]: p for p in await stack.objects("pods", "default")}
+        return pods[names[0]].get("status", {}).get("phase") == "Running"
+
+    await until(pod_running, timeout_seconds=30)
+    assert conditions(await node_class(stack))["Ready"][0] == "True"
+    pool = await stack.store.get("nodepools", "default")
+    assert conditions(pool)["NodeClassReady"][0] == "True"
+
+
+async def test_a_newer_ami_under_the_same_alias_drifts_the_node(stack: Stack) -> None:
+    """A node launched with the seeded AMI (claim status.imageID) is marked Drifted once a
+    newer al2023 x86_64 image is registered and the status controller's next resolution lists
+    it, and its replacement runs the new image."""
+    emulator = stack.cloud.ec2
+    ec2 = stack.ec2_client()
+    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
+    await stack.store.patch(
+        "nodepools",
+        "default",
+        {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}}},
+    )
+    await start(stack, interval_seconds=0.5)
+    await stack.create_deployment(1)
+
+    async def launched() -> list[dict[str, Any]]:
+        claims = await stack.objects("nodeclaims")
+        return [c for c in claims if c.get("status", {}).get("imageID")]
+
+    (old,) = await until(launched, timeout_seconds=30)
+    assert old["status"]["imageID"] == emulator.image_ids["x86_64"]
+    await asyncio.sleep(1.5)  # three status resolutions pass: the node does not drift
+    assert [c["metadata"]["name"] for c in await stack.objects("nodeclaims")] == [
+        old["metadata"]["name"]
+    ]
+    newer = ec2.register_image(
+        Name=f"amazon-eks-node-al2023-x86_64-standard-{EKS_KUBERNETES_VERSION}-v20991231",
+        Architecture="x86_64",
+        RootDeviceName="/dev/xvda",
+    )["ImageId"]
+    try:
+
+        async def replaced() -> list[dict[str, Any]]:
+            claims = await stack.objects("nodeclaims")
+            if any(c["metadata"]["name"] == old["metadata"]["name"] for c in claims):
+                return []
+            return [c for c in claims if c.get("status", {}).get("imageID")]
+
+        (new,) = await until(replaced, timeout_seconds=45)
+        assert new["status"]["imageID"] == newer
+        disrupting = [
+            e
+            for e in await events(stack, "Disrupting")
+            if e["involvedObject"]["name"] == old["metadata"]["name"]
+        ]
+        assert disrupting
+        assert disrupting[0]["message"].startswith(
+            f"Drifted: AMI {emulator.image_ids['x86_64']} is no longer selected"
+        )
+    finally:
+        for deployment in await stack.objects("deployments", "default"):
+            await stack.store.delete("deployments", deployment["metadata"]["name"], "default")
+        for replica_set in await stack.objects("replicasets", "default"):
+            await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
+        ec2.deregister_image(ImageId=newer)
