@@ -14,6 +14,7 @@ def test_actuator_service_has_the_public_methods() -> None:
         "GetNodeClaim",
         "ListNodeClaims",
         "WatchCloudEvents",
+        "ResolveNodeClass",
     }
     assert methods["WatchCloudEvents"].server_streaming
     assert not methods["LaunchNodeClaim"].server_streaming
