@@ -241,8 +241,11 @@ class FakeCloud:
         arrived = self._arrivals.setdefault(queue_url, asyncio.Event())
         if not self.queues.get(queue_url):
             arrived.clear()
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # arrives as the event is set (bpo-42130), and a cancelled poller would run on.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(arrived.wait(), timeout=wait_seconds)
+                async with asyncio.timeout(wait_seconds):
+                    await arrived.wait()
         return self.queues.get(queue_url, [])[:10]
 
     async def delete_message(self, queue_url: str, receipt_handle: str) -> None:

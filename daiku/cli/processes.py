@@ -62,7 +62,8 @@ class ManagedProcess:
         if self.process.returncode is None:
             self.process.terminate()
             try:
-                await asyncio.wait_for(self.process.wait(), timeout_seconds)
+                async with asyncio.timeout(timeout_seconds):  # not wait_for: see bpo-42130
+                    await self.process.wait()
             except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
@@ -110,9 +111,10 @@ async def start_module(
     assert process.stdout is not None
     startup_lines: list[str] = []
     try:
-        ready_line = await asyncio.wait_for(
-            _wait_for_ready(process.stdout, log_file, startup_lines), ready_timeout_seconds
-        )
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+        # arrives as the line does (bpo-42130), and the orphan clean-up below would not run.
+        async with asyncio.timeout(ready_timeout_seconds):
+            ready_line = await _wait_for_ready(process.stdout, log_file, startup_lines)
     except asyncio.CancelledError:
         # The caller gave up (e.g. another part of the stack failed): leave no orphan behind.
         with contextlib.suppress(ProcessLookupError):

@@ -313,7 +313,9 @@ class Watcher:
             if remaining is not None and remaining <= 0:
                 return []
             try:
-                await asyncio.wait_for(changed.wait(), remaining)
+                # not wait_for: on 3.11 it can swallow a cancellation (bpo-42130)
+                async with asyncio.timeout(remaining):
+                    await changed.wait()
             except TimeoutError:
                 return []
         return []

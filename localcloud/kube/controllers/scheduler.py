@@ -337,8 +337,11 @@ class DefaultScheduler:
         while True:
             if not self._active:
                 timeout = None if self._retry_at is None else max(0.0, self._retry_at - loop.time())
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                # that arrives as the wake-up does (bpo-42130), and the loop would run on.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
                 self._wake.clear()
             if self._retry_at is not None and loop.time() >= self._retry_at:
                 self._retry_at = None
