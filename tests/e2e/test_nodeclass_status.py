@@ -163,6 +163,39 @@ async def test_a_class_selecting_no_ami_holds_its_pools_until_fixed(stack: Stack
     assert conditions(pool)["NodeClassReady"][0] == "True"
 
 
+@pytest.mark.parametrize(
+    ("terms", "condition", "reason"),
+    [
+        ({"subnetSelectorTerms": [{"tags": {"nope": "x"}}]}, "SubnetsReady", "SubnetsNotFound"),
+        (
+            {"securityGroupSelectorTerms": [{"name": "nope"}]},
+            "SecurityGroupsReady",
+            "SecurityGroupsNotFound",
+        ),
+    ],
+)
+async def test_subnet_and_security_group_terms_selecting_nothing_are_reported(
+    stack: Stack, terms: dict[str, Any], condition: str, reason: str
+) -> None:
+    """Subnet or security-group terms that select nothing set their condition and Ready False
+    with the actuator's message naming the field."""
+    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
+    current = await node_class(stack)
+    current["spec"].update(terms)
+    await stack.store.update("ec2nodeclasses", current)
+    await start(stack)
+
+    async def reported() -> dict[str, tuple[str, str, str]] | None:
+        shown = conditions(await node_class(stack))
+        return shown if shown.get(condition, ("",))[0] == "False" else None
+
+    shown = await until(reported)
+    assert shown[condition][1] == reason
+    assert shown["Ready"][0] == "False"
+    assert shown["Ready"][2] == shown[condition][2]
+    assert shown[condition][2].startswith("node_class.")
+
+
 async def test_a_newer_ami_under_the_same_alias_drifts_the_node(stack: Stack) -> None:
     """A node launched with the seeded AMI (claim status.imageID) is marked Drifted once a
     newer al2023 x86_64 image is registered and the status controller's next resolution lists
