@@ -4,6 +4,7 @@ termination, garbage collection, timeouts, invalid NodePools, `python -m schedul
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import sys
@@ -36,6 +37,11 @@ ON_DEMAND_SMALL = [
 
 def _scrape(registry: Any) -> str:
     return generate_latest(registry).decode()
+
+
+def _scraped(service: Any, line: str) -> bool:
+    """Whether the scheduler's metrics show `line` now."""
+    return line in _scrape(service.metrics.registry)
 
 
 async def running_pods(stack: Stack) -> int:
@@ -77,7 +83,7 @@ async def test_a_standby_takes_over_when_the_leader_stops(stack: Stack) -> None:
     """Of two replicas one leads and the other stands by; when the leader stops, the standby
     takes the Lease and provisions."""
     await stack.apply_pool(requirements=ON_DEMAND_SMALL)
-    lease = {
+    lease: dict[str, Any] = {
         "leader_elect": True,
         "leader_election_namespace": "default",
         "lease_duration_seconds": 3.0,
@@ -370,5 +376,5 @@ async def test_health_readiness_and_metrics_endpoints(stack: Stack) -> None:
     assert 'daiku_scheduler_nodeclaims_total{nodepool="default",step="launched"} 1.0' in text
     for step in ("registered", "initialized"):
         line = f'daiku_scheduler_nodeclaims_total{{nodepool="default",step="{step}"}} 1.0'
-        await until(lambda line=line: line in _scrape(service.metrics.registry))
+        await until(functools.partial(_scraped, service, line))
     assert "daiku_scheduler_scheduling_duration_seconds_count" in text

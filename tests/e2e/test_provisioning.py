@@ -4,6 +4,7 @@ actuator on a real gRPC socket, and scheduler replicas, all on loopback."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 import aiohttp
@@ -70,7 +71,7 @@ async def test_pending_pods_get_nodeclaims_instances_and_run(stack: Stack) -> No
     await until(lambda: _at_least(events(stack, "Nominated"), len(names)))
 
 
-async def _equals(value: Any, expected: int) -> bool:
+async def _equals(value: Awaitable[int], expected: int) -> bool:
     return (await value) == expected
 
 
