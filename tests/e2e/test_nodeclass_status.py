@@ -155,7 +155,7 @@ async def test_a_class_selecting_no_ami_holds_its_pools_until_fixed(stack: Stack
 
     async def pod_running() -> bool:
         pods = {p["metadata"]["name"]: p for p in await stack.objects("pods", "default")}
-        return pods[names[0]].get("status", {}).get("phase") == "Running"
+        return bool(pods[names[0]].get("status", {}).get("phase") == "Running")
 
     await until(pod_running, timeout_seconds=30)
     assert conditions(await node_class(stack))["Ready"][0] == "True"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from scheduler_svc.core import InstanceType, NodePool, Pod, Resources
 from scheduler_svc.core.disruption import (
@@ -36,16 +37,16 @@ def app_pod(
     cpu_millis: int = 500,
     memory_mib: int = 512,
     labels: dict[str, str] | None = None,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> Pod:
     """A pod of the seed's Deployment (label app=app): 500m / 512Mi by default."""
     request = Resources(cpu_millis=cpu_millis, memory_bytes=memory_mib * MIB)
-    return Pod(name, labels=labels or {"app": "app"}, containers=(request,), **kwargs)  # type: ignore[arg-type]
+    return Pod(name, labels=labels or {"app": "app"}, containers=(request,), **kwargs)
 
 
-def pods(prefix: str, count: int, **kwargs: object) -> tuple[CandidatePod, ...]:
+def pods(prefix: str, count: int, **kwargs: Any) -> tuple[CandidatePod, ...]:
     """``count`` ReplicaSet pods named ``prefix-i``."""
-    return tuple(CandidatePod(app_pod(f"{prefix}-{i}"), **kwargs) for i in range(count))  # type: ignore[arg-type]
+    return tuple(CandidatePod(app_pod(f"{prefix}-{i}"), **kwargs) for i in range(count))
 
 
 def candidate(
@@ -59,7 +60,7 @@ def candidate(
     nodepool: str = "default",
     price: float | None = None,
     zone: str = "zone-a",
-    **kwargs: object,
+    **kwargs: Any,
 ) -> Candidate:
     """A node of ``type_name`` from ``CATALOG`` (created ``created`` seconds after T0)."""
     shape = next(t for t in CATALOG if t.name == type_name)
@@ -85,27 +86,27 @@ def candidate(
         labels=labels,
         pods=tuple(members),
         last_pod_event_at=None if last_event is None else at(last_event),
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
 
 
-def pool(name: str = "default", **settings: object) -> NodePoolState:
+def pool(name: str = "default", **settings: Any) -> NodePoolState:
     """A NodePool with ``DisruptionSettings(**settings)``."""
-    return NodePoolState(NodePool(name), DisruptionSettings(**settings))  # type: ignore[arg-type]
+    return NodePoolState(NodePool(name), DisruptionSettings(**settings))
 
 
 def snapshot(
     candidates: Sequence[Candidate],
     pools: Sequence[NodePoolState] = (),
     catalog: Sequence[InstanceType] = CATALOG,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> DisruptionSnapshot:
     """A snapshot of ``candidates`` (one default NodePool unless ``pools``)."""
     return DisruptionSnapshot(
         candidates=tuple(candidates),
         nodepools=tuple(pools) or (pool(),),
         instance_types=tuple(catalog),
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
 
 

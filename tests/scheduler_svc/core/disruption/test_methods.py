@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from scheduler_svc.core.disruption import (
     ConsolidationOptions,
     ConsolidationPolicy,
     DisruptionReason,
+    DisruptionSnapshot,
     NodeClassState,
     NodePoolState,
     PodDisruptionBudget,
@@ -32,7 +34,7 @@ from tests.scheduler_svc.core.disruption.builders import (
 )
 
 DAEMON = CandidatePod(app_pod("ds", 25, 0), owner_kind="DaemonSet")
-NO_EXPIRY = {"expire_after_seconds": None}
+NO_EXPIRY: dict[str, Any] = {"expire_after_seconds": None}
 WHEN_EMPTY = ConsolidationPolicy.WHEN_EMPTY
 
 
@@ -101,7 +103,7 @@ def test_an_inactive_scheduled_budget_does_not_block() -> None:
 # -- Expired, blockers -------------------------------------------------------------------------
 
 
-def expired_state(*members: CandidatePod, **kwargs: object) -> object:
+def expired_state(*members: CandidatePod, **kwargs: Any) -> DisruptionSnapshot:
     node = candidate("old", "c4.xlarge", members, created=0, last_event=10)
     room = candidate("room", "t3a.2xlarge", pods("r", 1), created=3000, last_event=3500)
     settings = pool(consolidation_policy=WHEN_EMPTY, expire_after_seconds=3600.0, budgets=())
@@ -111,7 +113,7 @@ def expired_state(*members: CandidatePod, **kwargs: object) -> object:
 def test_do_not_disrupt_holds_an_expired_node() -> None:
     """An expired node with a do-not-disrupt pod stays, and says which pod holds it."""
     hold = CandidatePod(app_pod("batch"), do_not_disrupt=True)
-    plan = plan_disruption(expired_state(hold), at(3600))  # type: ignore[arg-type]
+    plan = plan_disruption(expired_state(hold), at(3600))
     assert "old" not in [n for _, ns in decided(plan) for n in ns]
     assert blocked(plan)["old"].startswith("DisruptionBlocked: do-not-disrupt pod default/batch")
 
@@ -121,7 +123,7 @@ def test_a_pdb_blocks_until_it_allows(allowed: int, goes: bool) -> None:
     """A PDB allowing no disruption holds the node (``pdb default/web``); once it allows, it
     goes."""
     web = PodDisruptionBudget("default", "web", LabelSelector.of({"app": "app"}), allowed)
-    plan = plan_disruption(expired_state(*pods("w", 2), pdbs=(web,)), at(3600))  # type: ignore[arg-type]
+    plan = plan_disruption(expired_state(*pods("w", 2), pdbs=(web,)), at(3600))
     if goes:
         assert decided(plan) == [("Expired", ("old",))]
         assert plan.decisions[0].replacements == ()  # the pods fit on "room"
@@ -133,7 +135,7 @@ def test_a_pdb_blocks_until_it_allows(allowed: int, goes: bool) -> None:
 def test_a_bare_pod_does_not_block_expiry() -> None:
     """A pod without a controller does not hold an expired node (it blocks only consolidation)."""
     bare = CandidatePod(app_pod("bare"), owner_kind=None)
-    plan = plan_disruption(expired_state(bare), at(3600))  # type: ignore[arg-type]
+    plan = plan_disruption(expired_state(bare), at(3600))
     assert decided(plan) == [("Expired", ("old",))]
 
 
@@ -205,8 +207,8 @@ def test_drift_when_requirements_exclude_the_node() -> None:
 # -- Underutilized -----------------------------------------------------------------------------
 
 
-def consolidating(**kwargs: object) -> NodePoolState:
-    settings: dict[str, object] = {
+def consolidating(**kwargs: Any) -> NodePoolState:
+    settings: dict[str, Any] = {
         "consolidation_policy": ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
         "consolidate_after_seconds": 60.0,
         "budgets": (),
@@ -314,7 +316,7 @@ def test_spot_to_spot_needs_fifteen_cheaper_types(types: int, replaced: bool) ->
     ],
 )
 def test_no_churn(
-    kwargs: dict[str, object], created: int, last_event: int | None, reason: str
+    kwargs: dict[str, Any], created: int, last_event: int | None, reason: str
 ) -> None:
     """Underutilized nodes stay while a scale-up runs, or if launched or changed within
     consolidateAfter."""
@@ -322,7 +324,7 @@ def test_no_churn(
         candidate(f"n{i}", "c4.xlarge", pods(f"p{i}", 1), created=created, last_event=last_event)
         for i in range(2)
     ]
-    nodes += kwargs.pop("candidates_extra", ())  # type: ignore[arg-type]
+    nodes += kwargs.pop("candidates_extra", ())
     plan = plan_disruption(snapshot(nodes, [consolidating()], **kwargs), at(600))
     assert plan.decisions == ()
     assert reason in blocked(plan)["n0"]
