@@ -95,7 +95,7 @@ def spot_pools(count: int) -> list[tuple[str, str]]:
 
 
 async def launch_series(
-    stub: actuator_pb2_grpc.ActuatorStub,
+    stub: actuator_pb2_grpc.ActuatorAsyncStub,  # ActuatorStub on a grpc.aio channel
     emulator: Ec2Emulator,
     *,
     prefix: str,
