@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler_svc.core.disruption.drift import drift_reason
-from scheduler_svc.core.disruption.methods import plan_disruption
+from scheduler_svc.core.disruption.methods import plan_disruption, quiet_seconds
 from scheduler_svc.core.disruption.model import ConsolidationOptions, DisruptionSnapshot
 from scheduler_svc.core.disruption.settings import format_seconds
 
@@ -36,8 +36,8 @@ def explain_node(
     details = [
         f"NodePool {candidate.nodepool}, {candidate.instance_type} {candidate.capacity_type} "
         f"in {candidate.zone}, ${candidate.price_per_hour:.4f}/h",
-        f"age {format_seconds((now - candidate.created_at).total_seconds())}; "
-        f"pods changed {format_seconds((now - candidate.quiet_since()).total_seconds())} ago",
+        f"age {format_seconds(max(0.0, (now - candidate.created_at).total_seconds()))}; "
+        f"pods changed {format_seconds(quiet_seconds(candidate, now))} ago",
         f"{len(candidate.reschedulable_pods())} pod(s) to move "
         f"({len(candidate.pods) - len(candidate.reschedulable_pods())} DaemonSet/mirror)",
     ]

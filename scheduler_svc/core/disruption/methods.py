@@ -229,6 +229,13 @@ def plan_disruption(
 # -- Empty ------------------------------------------------------------------------------------
 
 
+def quiet_seconds(candidate: Candidate, now: datetime) -> float:
+    """How long nothing was bound to or left the node, never negative: a creationTimestamp
+    ahead of ``now`` (the API server's clock runs ahead of the scheduler's) counts as just now
+    rather than as "pods changed -2h ago"."""
+    return max(0.0, (now - candidate.quiet_since()).total_seconds())
+
+
 def _empty(state: _Pass, candidates: Iterable[Candidate]) -> None:
     for candidate in sorted(candidates, key=lambda c: (c.quiet_since(), c.name)):
         if candidate.reschedulable_pods():
@@ -237,7 +244,7 @@ def _empty(state: _Pass, candidates: Iterable[Candidate]) -> None:
         wait = settings.consolidate_after_seconds
         if wait is None:
             continue
-        quiet = (state.now - candidate.quiet_since()).total_seconds()
+        quiet = quiet_seconds(candidate, state.now)
         if quiet < wait:
             continue
         blocker = state.pod_blocker(candidate, bare_pods_block=False)
@@ -341,7 +348,7 @@ def _consolidatable(state: _Pass, candidates: Sequence[Candidate]) -> list[Candi
         wait = settings.consolidate_after_seconds
         if wait is None:
             continue
-        quiet = (state.now - candidate.quiet_since()).total_seconds()
+        quiet = quiet_seconds(candidate, state.now)
         if quiet < wait:
             state.block(
                 candidate.name,

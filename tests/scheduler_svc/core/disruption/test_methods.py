@@ -313,6 +313,8 @@ def test_spot_to_spot_needs_fifteen_cheaper_types(types: int, replaced: bool) ->
         ),
         ({}, 590, None, "pods changed 10s ago (consolidateAfter 1m)"),
         ({}, 0, 570, "pods changed 30s ago (consolidateAfter 1m)"),
+        # created 2 h "in the future": the API server's clock is ahead of the scheduler's
+        ({}, 7800, None, "pods changed 0s ago (consolidateAfter 1m)"),
     ],
 )
 def test_no_churn(
