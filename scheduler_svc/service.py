@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,6 +52,7 @@ class ServiceOptions:
 
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     wall_clock: Callable[[], datetime] = utc_now  # the lifecycle's timeouts read it
+    # Its consolidation thresholds come from SchedulerSettings (flags/env), not from here.
     disruption: DisruptionControllerSettings = field(default_factory=DisruptionControllerSettings)
     disruption_clock: Callable[[], datetime] = utc_now  # consolidateAfter, expireAfter, waits
     interruption: InterruptionSettings = field(default_factory=InterruptionSettings)
@@ -235,7 +237,9 @@ class SchedulerService:
             launch=launcher.launch,
             launching=self.launching,
             instance_types=lambda: catalog_instance_types(mirror, catalog),
-            settings=self.options.disruption,
+            settings=dataclasses.replace(
+                self.options.disruption, options=settings.consolidation_options()
+            ),
             clock=self.options.disruption_clock,
             catalogs=catalog_indexes,
         )

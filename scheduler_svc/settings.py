@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from scheduler_svc.core.disruption import ConsolidationOptions
+
 ENV_PREFIX = "SCHEDULER_"
 
 
@@ -111,6 +113,21 @@ class SchedulerSettings:
     lease_retry_period_seconds: float = field(
         default=2.0, metadata=_help("how often candidates try to acquire or renew")
     )
+    consolidation_min_saving_percent: float = field(
+        default=10.0,
+        metadata=_help("a consolidation must save at least this % of the replaced nodes' price"),
+    )
+    consolidation_min_saving_per_hour: float = field(
+        default=0.01, metadata=_help("... and at least this many dollars per hour")
+    )
+    consolidation_validation_seconds: float = field(
+        default=15.0,
+        metadata=_help("a consolidation is checked again after this wait before it acts"),
+    )
+    spot_to_spot_min_types: int = field(
+        default=15,
+        metadata=_help("spot nodes are replaced by spot only with this many cheaper spot types"),
+    )
 
     def __post_init__(self) -> None:
         _check(self.batch_idle_seconds > 0, "batch_idle_seconds", "must be positive")
@@ -143,12 +160,29 @@ class SchedulerSettings:
             "mutual TLS needs both the certificate and the key file",
         )
         _check(
+            0 <= self.consolidation_min_saving_percent <= 100,
+            "consolidation_min_saving_percent",
+            "must be between 0 and 100",
+        )
+        for name in ("consolidation_min_saving_per_hour", "consolidation_validation_seconds"):
+            _check(getattr(self, name) >= 0, name, "must not be negative")
+        _check(self.spot_to_spot_min_types >= 1, "spot_to_spot_min_types", "must be at least 1")
+        _check(
             self.lease_duration_seconds
             > self.lease_renew_deadline_seconds
             > self.lease_retry_period_seconds
             > 0,
             "lease_duration_seconds",
             "need lease duration > renew deadline > retry period > 0",
+        )
+
+    def consolidation_options(self) -> ConsolidationOptions:
+        """The consolidation thresholds these settings name (see ConsolidationOptions)."""
+        return ConsolidationOptions(
+            min_saving_fraction=self.consolidation_min_saving_percent / 100,
+            min_saving_per_hour=self.consolidation_min_saving_per_hour,
+            validation_wait_seconds=self.consolidation_validation_seconds,
+            spot_to_spot_min_types=self.spot_to_spot_min_types,
         )
 
     @property

@@ -378,3 +378,15 @@ async def test_health_readiness_and_metrics_endpoints(stack: Stack) -> None:
         line = f'daiku_scheduler_nodeclaims_total{{nodepool="default",step="{step}"}} 1.0'
         await until(functools.partial(_scraped, service, line))
     assert "daiku_scheduler_scheduling_duration_seconds_count" in text
+
+
+async def test_consolidation_thresholds_reach_the_disruption_controller(stack: Stack) -> None:
+    """The consolidation flags of the scheduler's settings are what its disruption controller
+    decides with."""
+    scheduler = await stack.start_scheduler(
+        consolidation_min_saving_percent=30.0, spot_to_spot_min_types=5
+    )
+    controller = scheduler.service.disruption
+    assert controller is not None
+    options = controller.settings.options
+    assert (options.min_saving_fraction, options.spot_to_spot_min_types) == (0.3, 5)

@@ -53,6 +53,24 @@ def test_flags_override_environment_variables() -> None:
     assert settings.leader_election_identity == "pod-a"
 
 
+def test_consolidation_thresholds_default_to_10_percent_and_a_cent_and_can_be_set() -> None:
+    """By default a consolidation must save 10 % and $0.01/h, is validated after 15 s and
+    moves spot to spot with 15 cheaper types; flags and variables change each."""
+    default = load_settings([], {}).consolidation_options()
+    assert (
+        default.min_saving_fraction,
+        default.min_saving_per_hour,
+        default.validation_wait_seconds,
+        default.spot_to_spot_min_types,
+    ) == (0.10, 0.01, 15.0, 15)
+    tuned = load_settings(
+        ["--consolidation-min-saving-percent", "25", "--consolidation-validation-seconds", "30"],
+        {"SCHEDULER_CONSOLIDATION_MIN_SAVING_PER_HOUR": "0.05"},
+    ).consolidation_options()
+    assert (tuned.min_saving_fraction, tuned.min_saving_per_hour) == (0.25, 0.05)
+    assert tuned.validation_wait_seconds == 30.0
+
+
 def test_kubeconfig_falls_back_to_the_kubeconfig_variable_unless_in_cluster() -> None:
     """KUBECONFIG (its first file) is used when no kubeconfig is set and not in-cluster."""
     assert load_settings([], {"KUBECONFIG": "/a:/b"}).kubeconfig == Path("/a")
@@ -69,6 +87,8 @@ def test_kubeconfig_falls_back_to_the_kubeconfig_variable_unless_in_cluster() ->
         (["--health-port", "70000"], {}, "--health-port"),
         (["--actuator-tls-cert-file", "/c.pem"], {}, "--actuator-tls-cert-file"),
         (["--log-format", "xml"], {}, "--log-format"),
+        (["--consolidation-min-saving-percent", "150"], {}, "--consolidation-min-saving-percent"),
+        ([], {"SCHEDULER_SPOT_TO_SPOT_MIN_TYPES": "0"}, "SCHEDULER_SPOT_TO_SPOT_MIN_TYPES"),
     ],
 )
 def test_bad_values_raise_an_error_naming_the_setting(
