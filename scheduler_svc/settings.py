@@ -115,7 +115,7 @@ class SchedulerSettings:
     )
     consolidation_min_saving_percent: float = field(
         default=10.0,
-        metadata=_help("a consolidation must save at least this % of the replaced nodes' price"),
+        metadata=_help("a consolidation must save this percentage of the replaced nodes' price"),
     )
     consolidation_min_saving_per_hour: float = field(
         default=0.01, metadata=_help("... and at least this many dollars per hour")

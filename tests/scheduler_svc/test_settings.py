@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,13 @@ def test_the_token_file_wins_over_the_token_and_an_unreadable_one_is_named(tmp_p
     missing = SchedulerSettings(actuator_token_file=tmp_path / "missing")
     with pytest.raises(SettingsError, match="--actuator-token-file"):
         missing.resolved_actuator_token()
+
+
+def test_help_lists_every_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--help` prints every flag (help texts are argparse-safe) and exits 0."""
+    with pytest.raises(SystemExit) as exited:
+        load_settings(["--help"], {})
+    assert exited.value.code == 0
+    printed = capsys.readouterr().out
+    for setting in fields(SchedulerSettings):
+        assert "--" + setting.name.replace("_", "-") in printed
