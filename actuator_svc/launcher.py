@@ -209,6 +209,12 @@ class Launcher:
                     image_id=resolved.image_by_architecture.get(arch, ""),
                     launch_time=None,
                     tags=tags,
+                    # What the call launched with: the override's subnet for the zone EC2
+                    # chose and the launch template's groups (the same DescribeInstances shows).
+                    subnet_id=subnet.id
+                    if (subnet := resolved.subnet_by_zone.get(key.zone))
+                    else "",
+                    security_group_ids=tuple(sorted(set(resolved.security_group_ids))),
                 )
                 self._metrics.launches.labels(
                     capacity_type=key.capacity_type, outcome="launched"

@@ -82,7 +82,9 @@ class LaunchAttempt:
 
 @dataclass(frozen=True, slots=True)
 class LaunchedInstance:
-    """The instance a NodeClaim got. `attempts` is empty for an idempotent repeat."""
+    """The instance a NodeClaim got. `attempts` is empty for an idempotent repeat.
+    `subnet_id`/`security_group_ids` (sorted): where it runs (empty: an actuator that does
+    not report them)."""
 
     nodeclaim_name: str
     provider_id: str
@@ -94,6 +96,8 @@ class LaunchedInstance:
     image_id: str
     launch_time: datetime | None
     attempts: tuple[LaunchAttempt, ...]
+    subnet_id: str = ""
+    security_group_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +123,8 @@ class CloudInstance:
     launch_time: datetime | None
     image_id: str
     tags: Mapping[str, str]
+    subnet_id: str = ""
+    security_group_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +397,8 @@ class ActuatorClient:
             image_id=response.image_id,
             launch_time=_time(response, "launch_time"),
             attempts=tuple(_attempt_from_proto(a) for a in response.attempts),
+            subnet_id=response.subnet_id,
+            security_group_ids=tuple(sorted(response.security_group_ids)),
         )
 
     async def terminate_nodeclaim(self, nodeclaim_name: str) -> TerminatedInstance:
@@ -579,6 +587,8 @@ def _instance_from_proto(nodeclaim: actuator_pb2.NodeClaim) -> CloudInstance:
         launch_time=_time(nodeclaim, "launch_time"),
         image_id=nodeclaim.image_id,
         tags=dict(nodeclaim.tags),
+        subnet_id=nodeclaim.subnet_id,
+        security_group_ids=tuple(sorted(nodeclaim.security_group_ids)),
     )
 
 

@@ -611,4 +611,14 @@ def _instance(data: Mapping[str, Any]) -> Instance:
         image_id=data.get("ImageId", ""),
         launch_time=data.get("LaunchTime"),
         tags=_tags_dict(data.get("Tags")),
+        subnet_id=str(data.get("SubnetId") or ""),
+        security_group_ids=_security_group_ids(data),
     )
+
+
+def _security_group_ids(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """The instance's security groups (its SecurityGroups[], else its interfaces' Groups[])."""
+    groups = list(data.get("SecurityGroups") or [])
+    if not groups:
+        groups = [g for i in data.get("NetworkInterfaces") or [] for g in i.get("Groups") or []]
+    return tuple(sorted({str(g["GroupId"]) for g in groups if g.get("GroupId")}))

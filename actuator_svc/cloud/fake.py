@@ -166,6 +166,15 @@ class FakeCloud:
         if request.client_token in self._tokens:
             return self._tokens[request.client_token]
         overrides = [o for t in request.templates for o in t.overrides]
+        template_groups = {
+            id(o): (
+                config.security_group_ids
+                if (config := self.launch_templates.get(t.launch_template_name))
+                else ()
+            )
+            for t in request.templates
+            for o in t.overrides
+        }
         if request.capacity_type == SPOT:
             overrides.sort(key=lambda o: self.spot.get((o.instance_type, o.zone), 1e9))
         else:
@@ -189,6 +198,8 @@ class FakeCloud:
                 image_id="",
                 launch_time=datetime.now(tz=UTC),
                 tags=dict(request.tags),
+                subnet_id=override.subnet_id,
+                security_group_ids=tuple(sorted(set(template_groups[id(override)]))),
             )
             self.instances[instance.id] = instance
             result = FleetResult(instance.id, key.instance_type, key.zone, tuple(errors))

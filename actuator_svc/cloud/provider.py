@@ -97,7 +97,9 @@ class FleetResult:
 
 @dataclass(frozen=True)
 class Instance:
-    """An EC2 instance as the actuator sees it."""
+    """An EC2 instance as the actuator sees it. ``subnet_id`` and ``security_group_ids``
+    (sorted) are where it runs: what drift compares with the EC2NodeClass's resolved sets
+    (empty: not known)."""
 
     id: str
     instance_type: str
@@ -107,6 +109,8 @@ class Instance:
     image_id: str
     launch_time: datetime | None
     tags: Mapping[str, str]
+    subnet_id: str = ""
+    security_group_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -355,6 +355,8 @@ def launch_result_to_proto(result: LaunchResult) -> pb.LaunchNodeClaimResponse:
         attempts=[attempt_to_proto(a) for a in result.attempts],
         image_id=instance.image_id,
         launch_time=_datetime_timestamp(instance.launch_time),
+        subnet_id=instance.subnet_id,
+        security_group_ids=list(instance.security_group_ids),
     )
 
 
@@ -377,6 +379,8 @@ def nodeclaim_to_proto(instance: Instance) -> pb.NodeClaim:
         launch_time=_datetime_timestamp(instance.launch_time),
         image_id=instance.image_id,
         tags=dict(instance.tags),
+        subnet_id=instance.subnet_id,
+        security_group_ids=list(instance.security_group_ids),
     )
 
 

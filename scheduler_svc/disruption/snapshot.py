@@ -4,9 +4,13 @@
 Candidates are the registered Nodes of daiku's NodeClaims; every other Node, and claims whose
 Node has not registered yet (in flight), can take pods. A candidate's price is its offering in
 the instance-type catalog, else the claim's `daiku.dev/offerings` annotation (the CLI has no
-catalog). EC2NodeClass hashes leave AMIs and subnets out: a candidate carries the AMI its claim
-launched with (`status.imageID`) and the class the AMIs and subnets it resolves to
-(`status.amis`/`status.subnets`, written by `scheduler_svc.nodeclass`), which drift compares.
+catalog). EC2NodeClass hashes leave AMIs, subnets and security groups out: a candidate carries
+the AMI its claim launched with (`status.imageID`) and the subnet and security groups its
+instance runs in (annotations `daiku.dev/subnet-id`, `daiku.dev/security-group-ids`, recorded
+at launch), and the class the AMIs, subnets and security groups it resolves to
+(`status.amis`/`status.subnets`/`status.securityGroups`, written by `scheduler_svc.nodeclass`),
+which drift compares. A claim without the annotations (launched before they were recorded)
+carries None: never drifted for lack of them.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from scheduler_svc.core.disruption import (
     DO_NOT_DISRUPT_ANNOTATIONS,
     NODECLASS_HASH_ANNOTATION,
     NODEPOOL_HASH_ANNOTATION,
+    SECURITY_GROUP_IDS_ANNOTATION,
+    SUBNET_ID_ANNOTATION,
     Candidate,
     CandidatePod,
     DisruptionSettings,
@@ -30,6 +36,7 @@ from scheduler_svc.core.disruption import (
     NodeClassState,
     NodePoolState,
     PodDisruptionBudget,
+    accepted_nodeclass_hashes,
     nodeclass_hash,
     nodepool_hash,
 )
@@ -84,8 +91,19 @@ def owner_kind(pod: KubeObject) -> str | None:
     return None
 
 
+def recorded_security_group_ids(annotations: Mapping[str, str]) -> frozenset[str] | None:
+    """The security group ids a claim's launch recorded (None: not recorded)."""
+    ids = frozenset(
+        i.strip()
+        for i in annotations.get(SECURITY_GROUP_IDS_ANNOTATION, "").split(",")
+        if i.strip()
+    )
+    return ids or None
+
+
 def nodeclass_state(obj: KubeObject) -> NodeClassState:
-    """An EC2NodeClass's current hash, resolved subnets and AMIs (see the module docstring)."""
+    """An EC2NodeClass's current hash (and the earlier versions' hashes it accepts), resolved
+    subnets, security groups and AMIs (see the module docstring)."""
     spec = _section(obj, "spec")
     status = _section(obj, "status")
 
@@ -102,6 +120,8 @@ def nodeclass_state(obj: KubeObject) -> NodeClassState:
         nodeclass_hash=nodeclass_hash(spec),
         subnet_ids=resolved("subnets"),
         ami_ids=resolved("amis"),
+        security_group_ids=resolved("securityGroups"),
+        accepted_nodeclass_hashes=accepted_nodeclass_hashes(spec),
     )
 
 
@@ -234,6 +254,8 @@ def build_snapshot(  # noqa: PLR0912, PLR0915 - one pass over the mirror's kinds
                 last_pod_event_at=events.get(node.name),
                 nodepool_hash=annotations.get(NODEPOOL_HASH_ANNOTATION),
                 nodeclass_hash=annotations.get(NODECLASS_HASH_ANNOTATION),
+                subnet_id=annotations.get(SUBNET_ID_ANNOTATION) or None,
+                security_group_ids=recorded_security_group_ids(annotations),
                 image_id=str((claim.get("status") or {}).get("imageID") or "") or None,
                 is_initialized=is_condition_true(claim, "Initialized"),
             )

@@ -6,7 +6,10 @@ idempotent per claim name, so the second call returns the instance the first one
 
 Outcomes:
 - launched: the claim's status gets providerID, imageID, capacity, allocatable and
-  `Launched=True`; its labels the instance type, zone, capacity type and the type's labels.
+  `Launched=True`; its labels the instance type, zone, capacity type and the type's labels;
+  its annotations the instance's subnet and security groups (`daiku.dev/subnet-id`,
+  `daiku.dev/security-group-ids`: sorted, comma-separated), which drift compares with the
+  EC2NodeClass's status (NodeClaim status has no fields for them).
 - exhausted (RESOURCE_EXHAUSTED: every offering failed): the failed offerings go to the
   unavailable-offerings cache and the claim is deleted; its pods return to the next batch.
 - failed (a permanent error: bad node class, bad request): the claim is deleted, with an event
@@ -27,6 +30,7 @@ import structlog
 
 from daiku.actuator.v1 import actuator_pb2
 from scheduler_svc.actuator_client import LaunchedInstance, OfferingChoice, TaintSpec
+from scheduler_svc.core.disruption import SECURITY_GROUP_IDS_ANNOTATION, SUBNET_ID_ANNOTATION
 from scheduler_svc.core.model import UnavailableOffering
 from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE
 from scheduler_svc.core.taints import Taint, TaintEffect
@@ -216,15 +220,23 @@ class ClaimLauncher:
                 LABEL_CAPACITY_TYPE: instance.capacity_type,
             }
         )
-        patch: dict[str, Any] = {"metadata": {"labels": labels}}
+        annotations: dict[str, str] = {}
         if instance.attempts:
             # How the launch went (one CreateFleet can try several offerings): for operators.
-            patch["metadata"]["annotations"] = {
-                ATTEMPTS_ANNOTATION: str(len(instance.attempts)),
-                FAILED_OFFERINGS_ANNOTATION: str(
-                    sum(len(a.failed_offerings) for a in instance.attempts)
-                ),
-            }
+            annotations[ATTEMPTS_ANNOTATION] = str(len(instance.attempts))
+            annotations[FAILED_OFFERINGS_ANNOTATION] = str(
+                sum(len(a.failed_offerings) for a in instance.attempts)
+            )
+        # Where the instance runs, for drift (an idempotent repeat reports them too).
+        if instance.subnet_id:
+            annotations[SUBNET_ID_ANNOTATION] = instance.subnet_id
+        if instance.security_group_ids:
+            annotations[SECURITY_GROUP_IDS_ANNOTATION] = ",".join(
+                sorted(set(instance.security_group_ids))
+            )
+        patch: dict[str, Any] = {"metadata": {"labels": labels}}
+        if annotations:
+            patch["metadata"]["annotations"] = annotations
         await self._writer.patch_nodeclaim(name, patch)
         status: dict[str, Any] = {"providerID": instance.provider_id, "imageID": instance.image_id}
         if instance_type is not None:

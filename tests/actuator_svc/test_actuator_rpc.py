@@ -135,6 +135,55 @@ async def test_launch_logs_one_nodeclaim_launched_line(stub: Stub) -> None:
     assert line["latency_ms"] > 0
 
 
+async def test_launch_reports_the_subnet_and_security_groups_it_launched_into(
+    stub: Stub, emulator: Ec2Emulator
+) -> None:
+    """LaunchNodeClaim, its idempotent repeat, GetNodeClaim and ListNodeClaims all give the
+    subnet of the launched zone and the sorted ids of every selected security group, as EC2's
+    DescribeInstances shows the instance."""
+    import boto3
+
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=emulator.endpoint_url)
+    vpc_id = (await asyncio.to_thread(ec2.describe_vpcs))["Vpcs"][0]["VpcId"]
+    extra = await asyncio.to_thread(
+        ec2.create_security_group,
+        GroupName="web-sgs1-extra",
+        Description="a second group for the launch-report test",
+        VpcId=vpc_id,
+        TagSpecifications=[
+            {"ResourceType": "security-group", "Tags": [{"Key": "sgs-test", "Value": "1"}]}
+        ],
+    )
+    groups = sorted([emulator.security_group_id, extra["GroupId"]])
+    request = launch_request(
+        "web-sgs1",
+        offering("m5.large", "us-east-1c", "on-demand"),
+        node_class=node_class(
+            security_group_selector_terms=[
+                pb.SecurityGroupSelectorTerm(tags={"karpenter.sh/discovery": "daiku"}),
+                pb.SecurityGroupSelectorTerm(tags={"sgs-test": "1"}),
+            ]
+        ),
+    )
+    launched = await stub.LaunchNodeClaim(request)
+    assert launched.attempts
+    assert launched.subnet_id == emulator.subnet_ids["us-east-1c"]
+    assert list(launched.security_group_ids) == groups
+    again = await stub.LaunchNodeClaim(request)
+    assert not again.attempts  # answered from DescribeInstances
+    assert (again.subnet_id, list(again.security_group_ids)) == (launched.subnet_id, groups)
+    got = (await stub.GetNodeClaim(pb.GetNodeClaimRequest(nodeclaim_name="web-sgs1"))).nodeclaim
+    assert (got.subnet_id, list(got.security_group_ids)) == (launched.subnet_id, groups)
+    listed = await stub.ListNodeClaims(pb.ListNodeClaimsRequest())
+    (entry,) = [n for n in listed.nodeclaims if n.nodeclaim_name == "web-sgs1"]
+    assert (entry.subnet_id, list(entry.security_group_ids)) == (launched.subnet_id, groups)
+    described = await asyncio.to_thread(ec2.describe_instances, InstanceIds=[launched.instance_id])
+    instance = described["Reservations"][0]["Instances"][0]
+    assert instance["SubnetId"] == launched.subnet_id
+    assert sorted(g["GroupId"] for g in instance["SecurityGroups"]) == groups
+    await stub.TerminateNodeClaim(pb.TerminateNodeClaimRequest(nodeclaim_name="web-sgs1"))
+
+
 async def test_terminate_twice_then_unknown_claim(stub: Stub) -> None:
     """Terminating twice succeeds both times; a claim that never launched is NOT_FOUND."""
     launched = await stub.LaunchNodeClaim(

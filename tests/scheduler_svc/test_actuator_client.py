@@ -150,6 +150,8 @@ class ContractDouble(actuator_pb2_grpc.ActuatorServicer):
             price=0.035,
             image_id="ami-1",
             launch_time=stamp(LAUNCHED_AT),
+            subnet_id="subnet-1a",
+            security_group_ids=["sg-2", "sg-1"],
             attempts=[
                 actuator_pb2.LaunchAttempt(
                     start_time=stamp(LAUNCHED_AT),
@@ -240,6 +242,8 @@ class ContractDouble(actuator_pb2_grpc.ActuatorServicer):
             state="running",
             launch_time=stamp(LAUNCHED_AT),
             tags={"daiku.dev/nodeclaim": name},
+            subnet_id="subnet-1a",
+            security_group_ids=["sg-2", "sg-1"],
         )
 
 
@@ -302,7 +306,8 @@ async def test_launch_sends_offerings_in_order_and_returns_the_instance(
     served: Served, actuator: ActuatorClient
 ) -> None:
     """LaunchNodeClaim carries the ordered offerings, labels and taints, and its answer
-    becomes a LaunchedInstance with provider id, price and attempts."""
+    becomes a LaunchedInstance with provider id, price, attempts, subnet and (sorted) security
+    groups."""
     launched = await actuator.launch_nodeclaim(
         nodeclaim_name="default-x1",
         nodepool_name="default",
@@ -332,6 +337,8 @@ async def test_launch_sends_offerings_in_order_and_returns_the_instance(
     assert launched.launch_time == LAUNCHED_AT
     assert launched.attempts[0].offerings == (("m5.large", "us-east-1a", "spot"),)
     assert launched.attempts[0].failed_offerings == ()
+    assert launched.subnet_id == "subnet-1a"
+    assert launched.security_group_ids == ("sg-1", "sg-2")
 
 
 async def test_resource_exhausted_carries_every_failed_offering(
@@ -377,7 +384,8 @@ async def test_status_codes_become_typed_errors(served: Served, actuator: Actuat
 
 
 async def test_terminate_get_and_list_return_instances(actuator: ActuatorClient) -> None:
-    """Terminate returns the instance's new state; Get and List return CloudInstances."""
+    """Terminate returns the instance's new state; Get and List return CloudInstances (with
+    their subnet and sorted security groups)."""
     terminated = await actuator.terminate_nodeclaim("default-a")
     instance = await actuator.get_nodeclaim("default-a")
     instances = await actuator.list_nodeclaims()
@@ -387,6 +395,7 @@ async def test_terminate_get_and_list_return_instances(actuator: ActuatorClient)
     assert instance.state == "running"
     assert instance.launch_time == LAUNCHED_AT
     assert instance.tags == {"daiku.dev/nodeclaim": "default-a"}
+    assert (instance.subnet_id, instance.security_group_ids) == ("subnet-1a", ("sg-1", "sg-2"))
     assert [i.nodeclaim_name for i in instances] == ["default-a", "default-b"]
 
 

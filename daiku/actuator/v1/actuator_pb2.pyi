@@ -795,6 +795,8 @@ class LaunchNodeClaimResponse(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _builtins.int
     IMAGE_ID_FIELD_NUMBER: _builtins.int
     LAUNCH_TIME_FIELD_NUMBER: _builtins.int
+    SUBNET_ID_FIELD_NUMBER: _builtins.int
+    SECURITY_GROUP_IDS_FIELD_NUMBER: _builtins.int
     provider_id: _builtins.str
     instance_id: _builtins.str
     instance_type: _builtins.str
@@ -803,6 +805,10 @@ class LaunchNodeClaimResponse(_message.Message):
     price: _builtins.float
     """USD per hour of the launched offering."""
     image_id: _builtins.str
+    subnet_id: _builtins.str
+    """The subnet the instance was launched into (e.g. "subnet-0abc"), and the ids of its
+    security groups, sorted. Both as EC2 reports the instance on an idempotent repeat.
+    """
     @_builtins.property
     def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___LaunchAttempt]:
         """Every CreateFleet call this launch made, in order. Empty when the claim
@@ -811,6 +817,8 @@ class LaunchNodeClaimResponse(_message.Message):
 
     @_builtins.property
     def launch_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def security_group_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -823,10 +831,12 @@ class LaunchNodeClaimResponse(_message.Message):
         attempts: _abc.Iterable[Global___LaunchAttempt] | None = ...,
         image_id: _builtins.str = ...,
         launch_time: _timestamp_pb2.Timestamp | None = ...,
+        subnet_id: _builtins.str = ...,
+        security_group_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch_time", b"launch_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "capacity_type", b"capacity_type", "image_id", b"image_id", "instance_id", b"instance_id", "instance_type", b"instance_type", "launch_time", b"launch_time", "price", b"price", "provider_id", b"provider_id", "zone", b"zone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "capacity_type", b"capacity_type", "image_id", b"image_id", "instance_id", b"instance_id", "instance_type", b"instance_type", "launch_time", b"launch_time", "price", b"price", "provider_id", b"provider_id", "security_group_ids", b"security_group_ids", "subnet_id", b"subnet_id", "zone", b"zone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1076,6 +1086,8 @@ class NodeClaim(_message.Message):
     LAUNCH_TIME_FIELD_NUMBER: _builtins.int
     IMAGE_ID_FIELD_NUMBER: _builtins.int
     TAGS_FIELD_NUMBER: _builtins.int
+    SUBNET_ID_FIELD_NUMBER: _builtins.int
+    SECURITY_GROUP_IDS_FIELD_NUMBER: _builtins.int
     nodeclaim_name: _builtins.str
     nodepool_name: _builtins.str
     provider_id: _builtins.str
@@ -1086,10 +1098,14 @@ class NodeClaim(_message.Message):
     state: _builtins.str
     """EC2 instance state: pending, running, shutting-down, terminated, stopping, stopped."""
     image_id: _builtins.str
+    subnet_id: _builtins.str
+    """The instance's subnet and security group ids (sorted), as DescribeInstances reports them."""
     @_builtins.property
     def launch_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def tags(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def security_group_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -1104,10 +1120,12 @@ class NodeClaim(_message.Message):
         launch_time: _timestamp_pb2.Timestamp | None = ...,
         image_id: _builtins.str = ...,
         tags: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        subnet_id: _builtins.str = ...,
+        security_group_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch_time", b"launch_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_type", b"capacity_type", "image_id", b"image_id", "instance_id", b"instance_id", "instance_type", b"instance_type", "launch_time", b"launch_time", "nodeclaim_name", b"nodeclaim_name", "nodepool_name", b"nodepool_name", "provider_id", b"provider_id", "state", b"state", "tags", b"tags", "zone", b"zone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_type", b"capacity_type", "image_id", b"image_id", "instance_id", b"instance_id", "instance_type", b"instance_type", "launch_time", b"launch_time", "nodeclaim_name", b"nodeclaim_name", "nodepool_name", b"nodepool_name", "provider_id", b"provider_id", "security_group_ids", b"security_group_ids", "state", b"state", "subnet_id", b"subnet_id", "tags", b"tags", "zone", b"zone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

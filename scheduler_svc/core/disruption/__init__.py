@@ -17,10 +17,12 @@ Public surface::
     plan.blocked                                 # BlockedNode(node, event_reason, message):
                                                  #   DisruptionBlocked / Unconsolidatable
     explain_node(snapshot, "ip-10-0-1-2", now)   # NodeExplanation(verdict, details)
-    nodepool_hash(spec), nodeclass_hash(spec)    # AMIs: Candidate.image_id in ami_ids
+    nodepool_hash(spec), nodeclass_hash(spec)    # AMIs: Candidate.image_id in ami_ids;
+                                                 # subnets/SGs: recorded ids vs resolved
 """
 
 from scheduler_svc.core.disruption.drift import (
+    accepted_nodeclass_hashes,
     canonical_json,
     drift_reason,
     nodeclass_hash,
@@ -39,6 +41,8 @@ from scheduler_svc.core.disruption.model import (
     DO_NOT_DISRUPT_ANNOTATIONS,
     NODECLASS_HASH_ANNOTATION,
     NODEPOOL_HASH_ANNOTATION,
+    SECURITY_GROUP_IDS_ANNOTATION,
+    SUBNET_ID_ANNOTATION,
     BlockedNode,
     Candidate,
     CandidatePod,
@@ -65,6 +69,8 @@ __all__ = [
     "DO_NOT_DISRUPT_ANNOTATIONS",
     "NODECLASS_HASH_ANNOTATION",
     "NODEPOOL_HASH_ANNOTATION",
+    "SECURITY_GROUP_IDS_ANNOTATION",
+    "SUBNET_ID_ANNOTATION",
     "UNCONSOLIDATABLE",
     "BlockedNode",
     "Budget",
@@ -83,6 +89,7 @@ __all__ = [
     "NodePoolState",
     "PodDisruptionBudget",
     "Validation",
+    "accepted_nodeclass_hashes",
     "canonical_json",
     "drift_reason",
     "expiry_reason",

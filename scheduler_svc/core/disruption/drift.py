@@ -1,24 +1,33 @@
 """Launch-relevant hashes of NodePools and EC2NodeClasses, and drift detection.
 
-The controller stamps ``nodepool_hash(spec)`` and ``nodeclass_hash(spec, ...)`` on each
+The controller stamps ``nodepool_hash(spec)`` and ``nodeclass_hash(spec)`` on each
 NodeClaim at launch (annotations ``daiku.dev/nodepool-hash``, ``daiku.dev/ec2nodeclass-hash``).
 A node drifts when the hash of today's objects differs from the stamp.
 
 What counts (launch-relevant): the NodePool template's labels, annotations, taints,
-startupTaints, kubelet and nodeClassRef; the EC2NodeClass's security-group selector terms
-(or the ids they resolved to, when the caller passes them), tags, userData,
+startupTaints, kubelet and nodeClassRef; the EC2NodeClass's tags, userData,
 blockDeviceMappings, metadataOptions, role/instanceProfile, amiFamily, kubelet and the other
 launch fields. What does not: weight, limits, disruption, expireAfter, terminationGracePeriod
-(behaviour, not what a node is), AMI and subnet selector terms and status.
+(behaviour, not what a node is), AMI, subnet and security-group selector terms and status.
 
-Three deliberate departures from "hash everything", as Karpenter does, to avoid churn:
+Four deliberate departures from "hash everything", as Karpenter does, to avoid churn:
 NodePool requirements are not hashed — a node drifts on requirements only when its labels no
 longer satisfy them (widening a NodePool replaces nothing); subnets are not hashed — a node
-drifts only when its subnet left the resolved set (adding a subnet replaces nothing); AMIs are
-not hashed — a node drifts when the AMI it runs (its NodeClaim's ``status.imageID``) is not
-among the class's resolved AMIs (``status.amis``), so a newer image published under the same
-selector drifts the nodes of that architecture and no other, and changing the selector to one
-that still selects the node's image replaces nothing.
+drifts only when its subnet (recorded at launch) left the resolved set (adding a subnet
+replaces nothing); security groups are not hashed — a node drifts when its instance's
+security group ids (recorded at launch) differ from the class's resolved ones
+(``status.securityGroups``), so a new group matching the same tags drifts it and a rewritten
+selector that selects the same groups does not; AMIs are not hashed — a node drifts when the
+AMI it runs (its NodeClaim's ``status.imageID``) is not among the class's resolved AMIs
+(``status.amis``), so a newer image published under the same selector drifts the nodes of
+that architecture and no other, and changing the selector to one that still selects the
+node's image replaces nothing. A node whose subnet, groups or image are not recorded (launched
+before daiku recorded them) never drifts for lack of them.
+
+Hash versions: 2 hashed the security-group selector terms; 3 (now) leaves them out. A claim
+stamped by version 2 is accepted while its stamp equals the version-2 hash of today's spec
+(``accepted_nodeclass_hashes``), so upgrading replaces no node; such a claim carries no
+recorded groups, and its stamp still drifts it when the selector terms change.
 Canonical form: JSON with sorted keys, no whitespace, lists of taints sorted; sha256 hex.
 """
 
@@ -36,8 +45,11 @@ _NODEPOOL_TEMPLATE_SPEC_FIELDS = ("taints", "startupTaints", "kubelet", "nodeCla
 _NODECLASS_IGNORED_FIELDS = frozenset(
     {"amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms"}
 )
-# Bumped when what the EC2NodeClass hash covers changes (2: AMIs left it for imageID checks).
-NODECLASS_HASH_VERSION = 2
+# Bumped when what the EC2NodeClass hash covers changes (2: AMIs left it for imageID checks;
+# 3: security groups left it for a check of the instance's group ids).
+NODECLASS_HASH_VERSION = 3
+# Earlier versions whose stamps are still accepted (see the module docstring).
+_ACCEPTED_NODECLASS_HASH_VERSIONS = (2,)
 
 
 def canonical_json(value: object) -> str:
@@ -74,21 +86,27 @@ def nodepool_hash(spec: Mapping[str, Any]) -> str:
     return _digest(relevant)
 
 
-def nodeclass_hash(
-    spec: Mapping[str, Any],
-    *,
-    security_group_ids: Iterable[str] | None = None,
-) -> str:
-    """The launch-relevant hash of an EC2NodeClass ``spec``: AMI and subnet selector terms
-    left out (drift checks them against the node), security groups as the ids they resolve
-    to when given, else as their selector terms."""
+def nodeclass_hash(spec: Mapping[str, Any], *, version: int = NODECLASS_HASH_VERSION) -> str:
+    """The launch-relevant hash of an EC2NodeClass ``spec``: AMI, subnet and security-group
+    selector terms left out (drift checks them against the node). ``version=2`` gives the
+    earlier hash, which covered the security-group selector terms."""
+    if version not in (NODECLASS_HASH_VERSION, *_ACCEPTED_NODECLASS_HASH_VERSIONS):
+        raise ValueError(f"unknown EC2NodeClass hash version {version}")
     relevant: dict[str, Any] = {k: v for k, v in spec.items() if k not in _NODECLASS_IGNORED_FIELDS}
-    if security_group_ids is not None:
-        relevant["resolvedSecurityGroupIds"] = sorted(set(security_group_ids))
-    else:
+    if version == 2:  # the version that hashed the selector terms
         relevant["securityGroupSelectorTerms"] = spec.get("securityGroupSelectorTerms") or []
-    relevant["hashVersion"] = NODECLASS_HASH_VERSION
+    relevant["hashVersion"] = version
     return _digest(relevant)
+
+
+def accepted_nodeclass_hashes(spec: Mapping[str, Any]) -> frozenset[str]:
+    """The earlier versions' hashes of ``spec`` that a claim's stamp may equal without
+    drifting (claims stamped before an upgrade)."""
+    return frozenset(nodeclass_hash(spec, version=v) for v in _ACCEPTED_NODECLASS_HASH_VERSIONS)
+
+
+def _id_list(ids: Iterable[str]) -> str:
+    return "[" + ", ".join(sorted(ids)) + "]"
 
 
 def drift_reason(  # noqa: PLR0911 - one exit per kind of drift
@@ -113,7 +131,8 @@ def drift_reason(  # noqa: PLR0911 - one exit per kind of drift
     if (
         nodeclass.nodeclass_hash is not None
         and candidate.nodeclass_hash is not None
-        and nodeclass.nodeclass_hash != candidate.nodeclass_hash
+        and candidate.nodeclass_hash != nodeclass.nodeclass_hash
+        and candidate.nodeclass_hash not in nodeclass.accepted_nodeclass_hashes
     ):
         return f"EC2NodeClass {nodeclass.name} changed since launch (ec2nodeclass-hash differs)"
     if (
@@ -123,6 +142,15 @@ def drift_reason(  # noqa: PLR0911 - one exit per kind of drift
     ):
         return (
             f"subnet {candidate.subnet_id} is no longer selected by EC2NodeClass {nodeclass.name}"
+        )
+    if (
+        nodeclass.security_group_ids is not None
+        and candidate.security_group_ids is not None
+        and candidate.security_group_ids != nodeclass.security_group_ids
+    ):
+        return (
+            f"security groups {_id_list(candidate.security_group_ids)} differ from "
+            f"EC2NodeClass {nodeclass.name}'s {_id_list(nodeclass.security_group_ids)}"
         )
     if (
         nodeclass.ami_ids is not None

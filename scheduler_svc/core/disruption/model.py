@@ -23,6 +23,12 @@ from scheduler_svc.core.taints import Taint
 DO_NOT_DISRUPT_ANNOTATIONS = ("daiku.dev/do-not-disrupt", "karpenter.sh/do-not-disrupt")
 NODEPOOL_HASH_ANNOTATION = "daiku.dev/nodepool-hash"
 NODECLASS_HASH_ANNOTATION = "daiku.dev/ec2nodeclass-hash"
+# Where the claim's instance runs, recorded at launch from the actuator's answer (NodeClaim
+# status has no such fields and its CRD schema prunes unknown ones): the subnet id, and the
+# security group ids sorted and comma-separated. Drift compares them with the EC2NodeClass's
+# status.subnets/status.securityGroups.
+SUBNET_ID_ANNOTATION = "daiku.dev/subnet-id"
+SECURITY_GROUP_IDS_ANNOTATION = "daiku.dev/security-group-ids"
 # Pods of these owners are not rescheduled: the DaemonSet puts one on every new node, and a
 # mirror pod (owner Node) belongs to its static pod's node.
 NON_RESCHEDULABLE_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
@@ -62,8 +68,10 @@ class Candidate:
     ``last_pod_event_at`` is the last time a pod was bound to or left the node (None: never,
     the node's age counts instead); ``nodepool_hash``/``nodeclass_hash`` are the hashes
     stamped on the NodeClaim at launch (None: not stamped, never drifted by hash);
-    ``subnet_id`` the subnet its instance is in, ``image_id`` the AMI it runs (its
-    NodeClaim's ``status.imageID``; None: unknown)."""
+    ``subnet_id`` the subnet its instance is in, ``security_group_ids`` its instance's
+    security groups (both recorded at launch; None: unknown, e.g. launched before daiku
+    recorded them), ``image_id`` the AMI it runs (its NodeClaim's ``status.imageID``; None:
+    unknown)."""
 
     name: str
     nodeclaim: str
@@ -81,6 +89,7 @@ class Candidate:
     nodepool_hash: str | None = None
     nodeclass_hash: str | None = None
     subnet_id: str | None = None
+    security_group_ids: frozenset[str] | None = None
     image_id: str | None = None
     is_initialized: bool = True
 
@@ -143,13 +152,19 @@ class NodePoolState:
 
 @dataclass(frozen=True)
 class NodeClassState:
-    """An EC2NodeClass: its current launch hash, resolved subnets and resolved AMI ids (its
-    ``status.subnets``/``status.amis``; None: not resolved)."""
+    """An EC2NodeClass: its current launch hash, resolved subnet, security group and AMI ids
+    (its ``status.subnets``/``status.securityGroups``/``status.amis``; None: not resolved).
+
+    ``accepted_nodeclass_hashes``: hashes of the same spec under earlier hash versions that a
+    claim's stamp may also equal without drifting (a claim stamped before an upgrade changed
+    what the hash covers is not replaced for that alone)."""
 
     name: str
     nodeclass_hash: str | None = None
     subnet_ids: frozenset[str] | None = None
     ami_ids: frozenset[str] | None = None
+    security_group_ids: frozenset[str] | None = None
+    accepted_nodeclass_hashes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
