@@ -591,14 +591,19 @@ class Provisioner:
         task.add_done_callback(self._event_tasks.discard)
 
     async def _write_events(self, work: list[tuple[KubeObject, str, str, bool]]) -> None:
-        async def one(obj: KubeObject, reason: str, message: str, warning: bool) -> None:
-            async with self._event_slots:
-                try:
-                    await self._writer.event(obj, reason, message, warning=warning)
-                except (KubeApiError, OSError) as error:
-                    log.debug("event_write_failed", reason=reason, error=str(error))
+        # A few writers take the items in turn: one task per Event held a task for each pod of
+        # a burst while it waited for a slot (7,600 at once in `bench.reaction --rss`).
+        items = iter(work)
 
-        await asyncio.gather(*(one(*item) for item in work))
+        async def writer() -> None:
+            for obj, reason, message, warning in items:
+                async with self._event_slots:
+                    try:
+                        await self._writer.event(obj, reason, message, warning=warning)
+                    except (KubeApiError, OSError) as error:
+                        log.debug("event_write_failed", reason=reason, error=str(error))
+
+        await asyncio.gather(*(writer() for _ in range(min(_EVENT_CONCURRENCY, len(work)))))
 
 
 def _at_least(current: str | None, wanted: str | None) -> bool:
