@@ -1,7 +1,8 @@
 """EC2NodeClass status end to end: the scheduler's status controller resolves each class
 through the actuator's ResolveNodeClass (EC2 emulator) and writes subnets, security groups,
 AMIs and readiness; a class whose terms select nothing holds its NodePools back; a newer AMI
-published under the same alias drifts the node running the old one."""
+published under the same alias drifts the node running the old one, and so does a new security
+group tagged for the cluster."""
 
 from __future__ import annotations
 
@@ -251,3 +252,80 @@ async def test_a_newer_ami_under_the_same_alias_drifts_the_node(stack: Stack) ->
         for replica_set in await stack.objects("replicasets", "default"):
             await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
         ec2.deregister_image(ImageId=newer)
+
+
+async def test_a_new_security_group_for_the_cluster_drifts_the_node(stack: Stack) -> None:
+    """A node launched in the cluster's security group (recorded on its claim with its subnet)
+    is marked Drifted once a second group tagged for the cluster appears in the class's
+    status, and its replacement's instance is in both groups."""
+    emulator = stack.cloud.ec2
+    ec2 = stack.ec2_client()
+    seeded = emulator.security_group_id
+    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
+    await stack.store.patch(
+        "nodepools",
+        "default",
+        {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}}},
+    )
+    await start(stack, interval_seconds=0.5)
+    await stack.create_deployment(1)
+
+    async def recorded() -> list[dict[str, Any]]:
+        claims = await stack.objects("nodeclaims")
+        return [
+            c
+            for c in claims
+            if "daiku.dev/security-group-ids" in c["metadata"].get("annotations", {})
+        ]
+
+    (old,) = await until(recorded, timeout_seconds=30)
+    annotations = old["metadata"]["annotations"]
+    zone = old["metadata"]["labels"]["topology.kubernetes.io/zone"]
+    assert annotations["daiku.dev/subnet-id"] == emulator.subnet_ids[zone]
+    assert annotations["daiku.dev/security-group-ids"] == seeded
+    status_groups = [g["id"] for g in (await node_class(stack))["status"]["securityGroups"]]
+    assert status_groups == [seeded]  # what the claim records: nothing to drift
+    vpc_id = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
+    added = ec2.create_security_group(
+        GroupName=f"{stack.cloud.cluster_name}-nodes-extra",
+        Description="a second group for the cluster's nodes",
+        VpcId=vpc_id,
+        TagSpecifications=[
+            {
+                "ResourceType": "security-group",
+                "Tags": [{"Key": "karpenter.sh/discovery", "Value": stack.cloud.cluster_name}],
+            }
+        ],
+    )["GroupId"]
+    both = sorted([seeded, added])
+    try:
+
+        async def replaced() -> list[dict[str, Any]]:
+            claims = await stack.objects("nodeclaims")
+            if any(c["metadata"]["name"] == old["metadata"]["name"] for c in claims):
+                return []
+            return await recorded()
+
+        (new,) = await until(replaced, timeout_seconds=45)
+        assert new["metadata"]["annotations"]["daiku.dev/security-group-ids"] == ",".join(both)
+        instance_id = new["status"]["providerID"].rsplit("/", 1)[-1]
+        described = ec2.describe_instances(InstanceIds=[instance_id])
+        instance = described["Reservations"][0]["Instances"][0]
+        assert sorted(g["GroupId"] for g in instance["SecurityGroups"]) == both
+        disrupting = [
+            e
+            for e in await events(stack, "Disrupting")
+            if e["involvedObject"]["name"] == old["metadata"]["name"]
+        ]
+        assert disrupting
+        assert disrupting[0]["message"].startswith(
+            f"Drifted: security groups [{seeded}] differ from EC2NodeClass default's "
+            f"[{', '.join(both)}]"
+        )
+    finally:
+        for deployment in await stack.objects("deployments", "default"):
+            await stack.store.delete("deployments", deployment["metadata"]["name"], "default")
+        for replica_set in await stack.objects("replicasets", "default"):
+            await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
+        # Untagged, the group is selected no more (its instance still uses it until reset).
+        ec2.delete_tags(Resources=[added], Tags=[{"Key": "karpenter.sh/discovery"}])
