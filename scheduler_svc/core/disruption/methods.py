@@ -230,10 +230,16 @@ def plan_disruption(
 
 
 def quiet_seconds(candidate: Candidate, now: datetime) -> float:
-    """How long nothing was bound to or left the node, never negative: a creationTimestamp
-    ahead of ``now`` (the API server's clock runs ahead of the scheduler's) counts as just now
-    rather than as "pods changed -2h ago"."""
+    """How long nothing was bound to or left the node, as shown to people: never negative (a
+    creationTimestamp ahead of ``now``, when the API server's clock runs ahead of the
+    scheduler's, reads "just now" rather than "pods changed -2h ago")."""
     return max(0.0, (now - candidate.quiet_since()).total_seconds())
+
+
+def is_quiet_for(candidate: Candidate, now: datetime, wait_seconds: float) -> bool:
+    """Whether the node has been quiet for ``wait_seconds``; a change stamped after ``now``
+    (clock skew) is not quiet even with no wait, as ``validate`` would also refuse it."""
+    return (now - candidate.quiet_since()).total_seconds() >= wait_seconds
 
 
 def _empty(state: _Pass, candidates: Iterable[Candidate]) -> None:
@@ -244,9 +250,9 @@ def _empty(state: _Pass, candidates: Iterable[Candidate]) -> None:
         wait = settings.consolidate_after_seconds
         if wait is None:
             continue
-        quiet = quiet_seconds(candidate, state.now)
-        if quiet < wait:
+        if not is_quiet_for(candidate, state.now, wait):
             continue
+        quiet = quiet_seconds(candidate, state.now)
         blocker = state.pod_blocker(candidate, bare_pods_block=False)
         if blocker is None:
             blocker = state.budget_blocks([candidate], DisruptionReason.EMPTY)
@@ -349,7 +355,7 @@ def _consolidatable(state: _Pass, candidates: Sequence[Candidate]) -> list[Candi
         if wait is None:
             continue
         quiet = quiet_seconds(candidate, state.now)
-        if quiet < wait:
+        if not is_quiet_for(candidate, state.now, wait):
             state.block(
                 candidate.name,
                 UNCONSOLIDATABLE,
