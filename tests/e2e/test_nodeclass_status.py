@@ -329,3 +329,57 @@ async def test_a_new_security_group_for_the_cluster_drifts_the_node(stack: Stack
             await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
         # Untagged, the group is selected no more (its instance still uses it until reset).
         ec2.delete_tags(Resources=[added], Tags=[{"Key": "karpenter.sh/discovery"}])
+
+
+async def test_a_node_whose_subnet_is_no_longer_selected_drifts(stack: Stack) -> None:
+    """A node launched into a subnet (recorded on its claim) is marked Drifted once that subnet
+    loses the cluster's discovery tag and leaves the class's status, and its replacement runs
+    in a subnet still selected."""
+    emulator = stack.cloud.ec2
+    ec2 = stack.ec2_client()
+    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
+    await stack.store.patch(
+        "nodepools",
+        "default",
+        {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}}},
+    )
+    await start(stack, interval_seconds=0.5)
+    await stack.create_deployment(1)
+
+    async def recorded() -> list[dict[str, Any]]:
+        claims = await stack.objects("nodeclaims")
+        return [c for c in claims if "daiku.dev/subnet-id" in c["metadata"].get("annotations", {})]
+
+    (old,) = await until(recorded, timeout_seconds=30)
+    subnet = old["metadata"]["annotations"]["daiku.dev/subnet-id"]
+    zone = old["metadata"]["labels"]["topology.kubernetes.io/zone"]
+    assert subnet == emulator.subnet_ids[zone]
+    discovery = {"Key": "karpenter.sh/discovery", "Value": stack.cloud.cluster_name}
+    ec2.delete_tags(Resources=[subnet], Tags=[{"Key": "karpenter.sh/discovery"}])
+    try:
+
+        async def replaced() -> list[dict[str, Any]]:
+            claims = await stack.objects("nodeclaims")
+            if any(c["metadata"]["name"] == old["metadata"]["name"] for c in claims):
+                return []
+            return await recorded()
+
+        (new,) = await until(replaced, timeout_seconds=45)
+        new_subnet = new["metadata"]["annotations"]["daiku.dev/subnet-id"]
+        assert new_subnet != subnet
+        assert new_subnet in set(emulator.subnet_ids.values())
+        disrupting = [
+            e
+            for e in await events(stack, "Disrupting")
+            if e["involvedObject"]["name"] == old["metadata"]["name"]
+        ]
+        assert disrupting
+        assert disrupting[0]["message"].startswith(
+            f"Drifted: subnet {subnet} is no longer selected by EC2NodeClass default"
+        )
+    finally:
+        for deployment in await stack.objects("deployments", "default"):
+            await stack.store.delete("deployments", deployment["metadata"]["name"], "default")
+        for replica_set in await stack.objects("replicasets", "default"):
+            await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
+        ec2.create_tags(Resources=[subnet], Tags=[discovery])
