@@ -5,7 +5,7 @@ Every method states the one API call (or the two) it makes; callers decide what 
 typed errors of `scheduler_svc.errors` (`KubeNotFoundError` for an object already gone is
 usually "done"). Conditions are written whole: the CRDs declare them a map keyed by type, and a
 merge patch replaces the list, so `set_nodeclaim_conditions` computes the new list from the
-current one and writes it conditionally on that one's resourceVersion.
+current one and writes it conditionally on that one's resourceVersion (`update_status`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from scheduler_svc.errors import KubeConflictError, KubeNotFoundError
+from scheduler_svc.errors import KubeConflictError, KubeInvalidError, KubeNotFoundError
 from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
@@ -22,12 +22,13 @@ from scheduler_svc.kube.resources import (
     NODE_POOLS,
     NODES,
     KubeObject,
+    Resource,
 )
 
 TERMINATION_FINALIZER = "daiku.dev/termination"
 UNREGISTERED_TAINT_KEY = "daiku.dev/unregistered"
-# Conflicts in a row before a condition write gives up (each one re-reads the claim).
-CONDITION_WRITE_ATTEMPTS = 5
+# Conflicts in a row before a status write gives up (each one reads the object again).
+STATUS_WRITE_ATTEMPTS = 5
 
 
 def utc_now() -> datetime:
@@ -53,6 +54,12 @@ def conditions_of(obj: KubeObject) -> list[dict[str, Any]]:
     status = obj.get("status")
     conditions = status.get("conditions") if isinstance(status, dict) else None
     return [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
+
+
+def status_of(obj: KubeObject) -> dict[str, Any]:
+    """A copy of the object's status (empty when it has none)."""
+    status = obj.get("status")
+    return dict(status) if isinstance(status, dict) else {}
 
 
 def condition(obj: KubeObject, condition_type: str) -> dict[str, Any] | None:
@@ -140,33 +147,70 @@ class KubeWriter:
         extra_status: Mapping[str, Any] | None = None,
     ) -> KubeObject:
         """Set conditions (type, status, reason, message) on `claim` plus any `extra_status`
-        fields, in one status patch.
-
-        The list is written whole (a merge patch replaces it), so the patch is conditional on
-        the resourceVersion it was computed from: a stale copy (the mirror lags, or a slow
-        relaunch records `Launched` after the lifecycle wrote `Registered`) gets a 409 instead
-        of erasing another writer's condition; the claim is then read again and the updates
-        re-applied, up to `CONDITION_WRITE_ATTEMPTS` times."""
+        fields, in one status write computed from `claim` (see `update_status`: a stale copy,
+        e.g. a slow relaunch recording `Launched` after the lifecycle wrote `Registered`, is
+        read again instead of erasing the other writer's condition)."""
         updates = list(updates)
-        name = name_of(claim)
-        current = claim
-        for attempt in range(CONDITION_WRITE_ATTEMPTS):
+
+        def new_status(current: KubeObject) -> dict[str, Any]:
             conditions = conditions_of(current)
             now = self._clock()
             for condition_type, status, reason, message in updates:
                 conditions = with_condition(
                     conditions, condition_type, status, reason=reason, message=message, now=now
                 )
-            body: dict[str, Any] = {"status": {**(extra_status or {}), "conditions": conditions}}
-            resource_version = (current.get("metadata") or {}).get("resourceVersion")
-            if resource_version:
-                body["metadata"] = {"resourceVersion": resource_version}
+            return {**status_of(current), **(extra_status or {}), "conditions": conditions}
+
+        written = await self.update_status(NODE_CLAIMS, name_of(claim), new_status, current=claim)
+        assert written is not None  # new_status always has something to write
+        return written
+
+    async def update_status(
+        self,
+        resource: Resource,
+        name: str,
+        new_status: Callable[[KubeObject], Mapping[str, Any] | None],
+        *,
+        current: KubeObject | None = None,
+        attempts: int = STATUS_WRITE_ATTEMPTS,
+    ) -> KubeObject | None:
+        """Replace the status of `name` with `new_status(object)`, conditional on the
+        resourceVersion it was computed from.
+
+        Conditions are lists written whole, and several controllers write the same object
+        (the lifecycle and the launcher a NodeClaim; the provisioner and the EC2NodeClass
+        controller a class), so an unconditional write from a stale copy would erase another
+        writer's condition. On a conflict the object is read again and `new_status` asked
+        again, up to `attempts` times; then KubeConflictError. `new_status` returning None
+        means nothing to write (None is returned). `current`: the copy to start from (else a
+        fresh read). KubeNotFoundError when the object is gone."""
+        for attempt in range(attempts):
+            if current is None:
+                current = await self.objects.get(resource, name)
+            status = new_status(current)
+            if status is None:
+                return None
+            patch = [
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": (current.get("metadata") or {}).get("resourceVersion"),
+                },
+                {"op": "add", "path": "/status", "value": dict(status)},
+            ]
             try:
-                return await self.objects.patch(NODE_CLAIMS, name, body, subresource="status")
-            except KubeConflictError:
-                if attempt == CONDITION_WRITE_ATTEMPTS - 1:
-                    raise
-                current = await self.objects.get(NODE_CLAIMS, name)
+                return await self.objects.patch(
+                    resource, name, patch, subresource="status", patch_type="json"
+                )
+            except (KubeConflictError, KubeInvalidError) as error:
+                # A failed `test` is a 409 on some servers and a 422 on others.
+                if attempt == attempts - 1:
+                    raise KubeConflictError(
+                        f"{resource.plural}/{name}: the status changed under {attempts} writes",
+                        status=409,
+                        reason="Conflict",
+                    ) from error
+                current = None
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def delete_nodeclaim(self, name: str) -> None:

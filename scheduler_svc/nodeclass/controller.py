@@ -34,12 +34,19 @@ from scheduler_svc.errors import (
     InvalidObjectError,
     KubeApiError,
     KubeConflictError,
-    KubeInvalidError,
     KubeNotFoundError,
 )
 from scheduler_svc.kube.convert import node_class_proto_from_k8s
-from scheduler_svc.kube.resources import EC2_NODE_CLASSES
-from scheduler_svc.kube.writer import KubeWriter, conditions_of, name_of, utc_now, with_condition
+from scheduler_svc.kube.resources import EC2_NODE_CLASSES, KubeObject
+from scheduler_svc.kube.writer import (
+    KubeWriter,
+    condition,
+    conditions_of,
+    name_of,
+    status_of,
+    utc_now,
+    with_condition,
+)
 from scheduler_svc.nodeclass.readiness import (
     AMIS_READY,
     NODECLASS_READINESS,
@@ -62,7 +69,6 @@ _FAILED_FIELDS = {
     ),
     "node_class.ami_selector_terms": (AMIS_READY, "AMIsNotFound", "amis"),
 }
-_WRITE_ATTEMPTS = 4
 
 ConditionUpdate = tuple[str, Status, str, str]
 
@@ -222,16 +228,15 @@ class NodeClassStatusController:
         """Merge `fields` (and drop `drop`) into the class's status with the conditions and
         `Ready`, from a fresh read and conditional on its resourceVersion; skipped when
         nothing would change."""
-        for _attempt in range(_WRITE_ATTEMPTS):
-            try:
-                current = await self._writer.objects.get(EC2_NODE_CLASSES, name)
-            except KubeNotFoundError:
-                return False
-            metadata = current.get("metadata") or {}
-            old_status = current.get("status") if isinstance(current.get("status"), dict) else {}
-            status = {k: v for k, v in (old_status or {}).items() if k not in drop}
+        read: list[KubeObject] = []
+
+        def new_status(current: KubeObject) -> dict[str, Any] | None:
+            read.append(current)
+            old_status = status_of(current)
+            status = {k: v for k, v in old_status.items() if k not in drop}
             status.update(fields or {})
-            generation = metadata.get("generation")
+            generation = (current.get("metadata") or {}).get("generation")
+            observed = generation if isinstance(generation, int) else None
             now = utc_now()
             conditions = conditions_of(current)
             for condition_type, value, reason, message in updates:
@@ -242,53 +247,41 @@ class NodeClassStatusController:
                     reason=reason,
                     message=message,
                     now=now,
-                    observed_generation=generation if isinstance(generation, int) else None,
+                    observed_generation=observed,
                 )
             ready, reason, message = ready_of(conditions, NODECLASS_READINESS)
-            conditions = with_condition(
+            status["conditions"] = with_condition(
                 conditions,
                 "Ready",
                 ready,
                 reason=reason,
                 message=message,
                 now=now,
-                observed_generation=generation if isinstance(generation, int) else None,
+                observed_generation=observed,
             )
-            status["conditions"] = conditions
-            if _same(old_status or {}, status):
-                return False
-            patch = [
-                {
-                    "op": "test",
-                    "path": "/metadata/resourceVersion",
-                    "value": metadata.get("resourceVersion"),
-                },
-                {"op": "add", "path": "/status", "value": status},
-            ]
-            try:
-                await self._writer.objects.patch(
-                    EC2_NODE_CLASSES, name, patch, subresource="status", patch_type="json"
+            return None if _same(old_status, status) else status
+
+        try:
+            written = await self._writer.update_status(EC2_NODE_CLASSES, name, new_status)
+        except KubeNotFoundError:
+            return False
+        except KubeConflictError:
+            log.warning("nodeclass_status_conflicts", ec2nodeclass=name)
+            return False
+        if written is None:
+            return False
+        ready = condition(written, "Ready") or {}
+        was_ready = condition(read[-1], "Ready") or {}
+        if ready.get("status") == "False" and was_ready.get("status") != "False":
+            with contextlib.suppress(KubeApiError):
+                await self._writer.event(
+                    {"apiVersion": "daiku.dev/v1", "kind": "EC2NodeClass", **read[-1]},
+                    "NodeClassNotReady",
+                    str(ready.get("message", "")),
+                    warning=True,
                 )
-            except (KubeConflictError, KubeInvalidError):
-                continue  # changed since the read (a failed test): read it again
-            except KubeNotFoundError:
-                return False
-            was_ready = next(
-                (c.get("status") for c in conditions_of(current) if c.get("type") == "Ready"),
-                None,
-            )
-            if ready == "False" and was_ready != "False":
-                with contextlib.suppress(KubeApiError):
-                    await self._writer.event(
-                        {"apiVersion": "daiku.dev/v1", "kind": "EC2NodeClass", **current},
-                        "NodeClassNotReady",
-                        message,
-                        warning=True,
-                    )
-            log.info("nodeclass_status_written", ec2nodeclass=name, ready=ready)
-            return True
-        log.warning("nodeclass_status_conflicts", ec2nodeclass=name)
-        return False
+        log.info("nodeclass_status_written", ec2nodeclass=name, ready=ready.get("status"))
+        return True
 
 
 def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

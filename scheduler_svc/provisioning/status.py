@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from scheduler_svc.errors import KubeConflictError, KubeInvalidError, KubeNotFoundError
+from scheduler_svc.errors import KubeConflictError, KubeNotFoundError
 from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, KubeObject, Resource
 from scheduler_svc.kube.writer import (
     KubeWriter,
     condition,
     conditions_of,
     name_of,
+    status_of,
     utc_now,
     with_condition,
 )
 from scheduler_svc.nodeclass.readiness import NODECLASS_READINESS, NODEPOOL_READINESS, ready_of
-
-_WRITE_ATTEMPTS = 4
 
 
 def _summarized(resource: Resource) -> Sequence[str]:
@@ -45,15 +44,11 @@ async def ensure_condition(
     summarized = _summarized(resource)
     if _holds(obj, condition_type, status, message, summarized):
         return False
-    for _attempt in range(_WRITE_ATTEMPTS):
-        try:
-            current = await writer.objects.get(resource, name_of(obj))
-        except KubeNotFoundError:
-            return False
+
+    def new_status(current: KubeObject) -> dict[str, Any] | None:
         if _holds(current, condition_type, status, message, summarized):
-            return False
-        metadata = current.get("metadata") or {}
-        generation = metadata.get("generation")
+            return None
+        generation = (current.get("metadata") or {}).get("generation")
         observed = generation if isinstance(generation, int) else None
         now = utc_now()
         conditions = with_condition(
@@ -76,33 +71,13 @@ async def ensure_condition(
                 now=now,
                 observed_generation=observed,
             )
-        patch = [
-            {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": metadata.get("resourceVersion"),
-            },
-            {
-                "op": "add",
-                "path": "/status",
-                "value": {**_status(current), "conditions": conditions},
-            },
-        ]
-        try:
-            await writer.objects.patch(
-                resource, name_of(current), patch, subresource="status", patch_type="json"
-            )
-        except (KubeConflictError, KubeInvalidError):
-            continue  # changed since the read: read it again
-        except KubeNotFoundError:
-            return False
-        return True
-    return False
+        return {**status_of(current), "conditions": conditions}
 
-
-def _status(obj: KubeObject) -> dict[str, object]:
-    status = obj.get("status")
-    return dict(status) if isinstance(status, dict) else {}
+    try:
+        written = await writer.update_status(resource, name_of(obj), new_status)
+    except (KubeNotFoundError, KubeConflictError):
+        return False
+    return written is not None
 
 
 def _holds(

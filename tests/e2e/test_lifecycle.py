@@ -19,8 +19,17 @@ ON_DEMAND_SMALL = [
 
 
 def _sets_registered(body: Any) -> bool:
-    conditions = ((body or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Registered" and c.get("status") == "True" for c in conditions)
+    """Whether a status write (a merge patch, or a JSON patch adding /status) sets
+    Registered=True."""
+    if isinstance(body, list):
+        statuses = [op.get("value") or {} for op in body if op.get("path") == "/status"]
+    else:
+        statuses = [(body or {}).get("status") or {}]
+    return any(
+        c.get("type") == "Registered" and c.get("status") == "True"
+        for status in statuses
+        for c in status.get("conditions") or []
+    )
 
 
 async def test_a_registration_the_api_server_loses_is_done_again(
