@@ -109,6 +109,21 @@ async def test_newest_alias_image_and_one_template_per_configuration() -> None:
     assert config.security_group_ids == ("sg-1",)
 
 
+async def test_a_launch_and_its_repeat_report_the_subnet_and_security_groups() -> None:
+    """A fresh launch reports the subnet of the zone it launched in and the template's groups
+    (sorted); its idempotent repeat, read back from the cloud, reports the same."""
+    cloud = make_cloud()
+    cloud.security_groups.append(FakeSecurityGroup("sg-0", "extra", {"discovery": "demo"}))
+    launcher, _ = make_launcher(cloud, Clock())
+    first = await launcher.launch(request("net-1", od("m5.large", "us-east-1b")))
+    again = await launcher.launch(request("net-1", od("m5.large", "us-east-1b")))
+    assert first.attempts
+    assert not again.attempts
+    for result in (first, again):
+        assert result.instance.subnet_id == "subnet-us-east-1b"
+        assert result.instance.security_group_ids == ("sg-0", "sg-1")
+
+
 async def test_max_spot_count_skips_every_spot_offering_at_once() -> None:
     """MaxSpotInstanceCountExceeded rules out every spot offering of the claim, even those EC2
     did not report; the next call is on-demand."""
