@@ -14,9 +14,8 @@ import pytest
 from prometheus_client import generate_latest
 
 from scheduler_svc.kube.writer import utc_now
-from scheduler_svc.lifecycle.controller import LifecycleSettings
-from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY, TerminationSettings
-from tests.e2e.conftest import RunningScheduler, Stack, demo_object, until
+from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY
+from tests.e2e.conftest import FAST_TERMINATION, RunningScheduler, Stack, demo_object, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -28,15 +27,6 @@ ON_DEMAND_SMALL = [
         "values": ["c5.xlarge", "m5.xlarge"],
     },
 ]
-FAST = LifecycleSettings(
-    tick_seconds=0.5,
-    termination=TerminationSettings(
-        poll_seconds=0.05,
-        eviction_backoff_base_seconds=0.1,
-        eviction_backoff_max_seconds=0.3,
-        instance_poll_seconds=0.1,
-    ),
-)
 
 
 class ShiftedClock:
@@ -142,7 +132,7 @@ async def provision(
     clock: Callable[[], datetime] | None = None,
 ) -> RunningScheduler:
     await apply_pool(stack, grace=grace)
-    scheduler = await stack.start_scheduler(lifecycle=FAST, wall_clock=clock)
+    scheduler = await stack.start_scheduler(lifecycle=FAST_TERMINATION, wall_clock=clock)
     for name, pod_annotations in pods:
         await create_pod(stack, name, labels={"app": "web"}, annotations=pod_annotations)
     await until(lambda: running(stack, [n for n, _ in pods]), timeout_seconds=30)
@@ -234,7 +224,7 @@ async def test_a_pdb_blocked_pod_is_deleted_its_grace_period_before_the_deadline
     node goes away before the deadline."""
     clock = ShiftedClock()
     await apply_pool(stack, grace="10m")
-    scheduler = await stack.start_scheduler(lifecycle=FAST, wall_clock=clock)
+    scheduler = await stack.start_scheduler(lifecycle=FAST_TERMINATION, wall_clock=clock)
     await create_pod(stack, "slow", labels={"app": "slow"}, grace_seconds=120)
     await until(lambda: running(stack, ["slow"]), timeout_seconds=30)
     await stack.store.create(
