@@ -1,12 +1,14 @@
-"""Launches use the AMIs the EC2NodeClass's status shows, as Karpenter's launches do.
+"""Launches use the AMIs, subnets and security groups the EC2NodeClass's status shows, as
+Karpenter's launches do.
 
-Drift compares a node's AMI with `status.amis`; if launches resolved the selector themselves,
-a launch between a new AMI's publication and the next status refresh would start a node the
-status does not list yet, drifted from birth. So a launch's AMI selector terms are replaced
-by the ids in `status.amis` while that status is current: `AMIsReady` True and observed at the
-class's generation (a spec changed since is resolved from its own terms until the status
-catches up). Subnets and security groups are left to the terms: drift does not compare them
-with resolved ids.
+Drift compares a node's AMI, subnet and security groups with `status.amis`/`status.subnets`/
+`status.securityGroups`; if launches resolved the selectors themselves, a launch between a
+change in the cloud (a new AMI published, a subnet or group tagged) and the next status
+refresh would start a node the status does not list yet, drifted from birth (and replaced, and
+its replacement too, until the status caught up). So each of a launch's selector term lists is
+replaced by the ids in its status list while that list is current: its condition (`AMIsReady`,
+`SubnetsReady`, `SecurityGroupsReady`) True and observed at the class's generation (a spec
+changed since is resolved from its own terms until the status catches up).
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from __future__ import annotations
 from daiku.actuator.v1 import actuator_pb2
 from scheduler_svc.kube.resources import KubeObject
 from scheduler_svc.kube.writer import condition
-from scheduler_svc.nodeclass.readiness import AMIS_READY
+from scheduler_svc.nodeclass.readiness import AMIS_READY, SECURITY_GROUPS_READY, SUBNETS_READY
 
 
-def resolved_ami_ids(node_class: KubeObject) -> tuple[str, ...]:
-    """The AMI ids of a current `status.amis` (empty: none, or not current)."""
-    ready = condition(node_class, AMIS_READY)
+def _current_ids(node_class: KubeObject, condition_type: str, status_field: str) -> tuple[str, ...]:
+    """The ids of `status.<status_field>` while `condition_type` says it is current."""
+    ready = condition(node_class, condition_type)
     if ready is None or ready.get("status") != "True":
         return ()
     generation = (node_class.get("metadata") or {}).get("generation")
@@ -27,10 +29,26 @@ def resolved_ami_ids(node_class: KubeObject) -> tuple[str, ...]:
     if isinstance(generation, int) and isinstance(observed, int) and observed != generation:
         return ()
     status = node_class.get("status")
-    amis = status.get("amis") if isinstance(status, dict) else None
+    items = status.get(status_field) if isinstance(status, dict) else None
     return tuple(
-        str(a["id"]) for a in amis or () if isinstance(a, dict) and isinstance(a.get("id"), str)
+        str(i["id"]) for i in items or () if isinstance(i, dict) and isinstance(i.get("id"), str)
     )
+
+
+def resolved_ami_ids(node_class: KubeObject) -> tuple[str, ...]:
+    """The AMI ids of a current `status.amis` (empty: none, or not current)."""
+    return _current_ids(node_class, AMIS_READY, "amis")
+
+
+def resolved_subnet_ids(node_class: KubeObject) -> tuple[str, ...]:
+    """The subnet ids of a current `status.subnets` (empty: none, or not current)."""
+    return _current_ids(node_class, SUBNETS_READY, "subnets")
+
+
+def resolved_security_group_ids(node_class: KubeObject) -> tuple[str, ...]:
+    """The security group ids of a current `status.securityGroups` (empty: none, or not
+    current)."""
+    return _current_ids(node_class, SECURITY_GROUPS_READY, "securityGroups")
 
 
 def pin_amis(proto: actuator_pb2.NodeClass, node_class: KubeObject) -> actuator_pb2.NodeClass:
@@ -43,4 +61,28 @@ def pin_amis(proto: actuator_pb2.NodeClass, node_class: KubeObject) -> actuator_
     pinned.CopyFrom(proto)
     del pinned.ami_selector_terms[:]
     pinned.ami_selector_terms.extend(actuator_pb2.AmiSelectorTerm(id=i) for i in ids)
+    return pinned
+
+
+def pin_resolved(proto: actuator_pb2.NodeClass, node_class: KubeObject) -> actuator_pb2.NodeClass:
+    """`proto` with its AMI, subnet and security-group selector terms each replaced by the
+    resolved ids of a current status list (each list left as written when not current)."""
+    pinned = pin_amis(proto, node_class)
+    subnet_ids = resolved_subnet_ids(node_class)
+    group_ids = resolved_security_group_ids(node_class)
+    if not subnet_ids and not group_ids:
+        return pinned
+    if pinned is proto:
+        pinned = actuator_pb2.NodeClass()
+        pinned.CopyFrom(proto)
+    if subnet_ids:
+        del pinned.subnet_selector_terms[:]
+        pinned.subnet_selector_terms.extend(
+            actuator_pb2.SubnetSelectorTerm(id=i) for i in subnet_ids
+        )
+    if group_ids:
+        del pinned.security_group_selector_terms[:]
+        pinned.security_group_selector_terms.extend(
+            actuator_pb2.SecurityGroupSelectorTerm(id=i) for i in group_ids
+        )
     return pinned

@@ -45,7 +45,7 @@ from scheduler_svc.kube.convert import kubelet_proto_from_k8s, node_class_proto_
 from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, KubeObject
 from scheduler_svc.kube.writer import KubeWriter
 from scheduler_svc.metrics import SchedulerMetrics
-from scheduler_svc.nodeclass.pinning import pin_amis
+from scheduler_svc.nodeclass.pinning import pin_resolved
 from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
 from scheduler_svc.provisioning.nodeclaim_template import (
     UNREGISTERED_TAINT,
@@ -135,7 +135,7 @@ class ClaimLauncher:
         try:
             request = launch_request_of(claim)
             node_class_obj = self._node_class(name, request.node_class_name)
-            node_class = pin_amis(node_class_proto_from_k8s(node_class_obj), node_class_obj)
+            node_class = pin_resolved(node_class_proto_from_k8s(node_class_obj), node_class_obj)
             kubelet = kubelet_proto_from_k8s(node_class_obj)
         except (ValueError, InvalidObjectError) as error:
             bound.warning("nodeclaim_launch_invalid", error=str(error))
