@@ -19,6 +19,7 @@ from localcloud.cluster import LocalCloud
 from scheduler_svc.lifecycle.interruption import InterruptionSettings
 from scheduler_svc.service import SchedulerService, ServiceOptions
 from tests.e2e.conftest import (
+    FAST_TERMINATION,
     RunningScheduler,
     Stack,
     demo_object,
@@ -26,7 +27,7 @@ from tests.e2e.conftest import (
     local_cloud_with_crds,
     until,
 )
-from tests.e2e.test_termination import FAST, events_about, running
+from tests.e2e.test_termination import events_about, running
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -138,7 +139,7 @@ async def test_an_actuator_killed_mid_launch_and_restarted_makes_no_duplicate(
         service = SchedulerService(
             stack.settings(),
             options=ServiceOptions(
-                lifecycle=FAST,
+                lifecycle=FAST_TERMINATION,
                 interruption=InterruptionSettings(
                     reconnect_base_seconds=0.1, reconnect_max_seconds=0.5
                 ),

@@ -14,8 +14,14 @@ import pytest_asyncio
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
 from actuator_svc.service import ActuatorSettings, serve
 from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY
-from tests.e2e.conftest import Stack, demo_object, local_cloud_with_crds, until
-from tests.e2e.test_termination import FAST, events_about, metric
+from tests.e2e.conftest import (
+    FAST_TERMINATION,
+    Stack,
+    demo_object,
+    local_cloud_with_crds,
+    until,
+)
+from tests.e2e.test_termination import events_about, metric
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -60,7 +66,7 @@ async def start(stack: Stack, replicas: int) -> Any:
     pool["spec"]["template"]["spec"]["requirements"] = SPOT_XLARGE
     await stack.store.create("ec2nodeclasses", demo_object("ec2nodeclass.yaml"))
     await stack.store.create("nodepools", pool)
-    scheduler = await stack.start_scheduler(lifecycle=FAST)
+    scheduler = await stack.start_scheduler(lifecycle=FAST_TERMINATION)
     await stack.create_deployment(replicas, memory="256Mi")
     return scheduler
 
@@ -202,9 +208,13 @@ async def test_only_the_leader_acts_on_cloud_events(stack: Stack) -> None:
     pool["spec"]["template"]["spec"]["requirements"] = SPOT_XLARGE
     await stack.store.create("ec2nodeclasses", demo_object("ec2nodeclass.yaml"))
     await stack.store.create("nodepools", pool)
-    leader = await stack.start_scheduler(lifecycle=FAST, leader_election_identity="a", **lease)
+    leader = await stack.start_scheduler(
+        lifecycle=FAST_TERMINATION, leader_election_identity="a", **lease
+    )
     await until(lambda: leader.service.is_leading)
-    standby = await stack.start_scheduler(lifecycle=FAST, leader_election_identity="b", **lease)
+    standby = await stack.start_scheduler(
+        lifecycle=FAST_TERMINATION, leader_election_identity="b", **lease
+    )
     await stack.create_pods(1, cpu="500m", memory="256Mi")
     await until(lambda: _one_running(stack), timeout_seconds=30)
     [claim] = await stack.objects("nodeclaims")
