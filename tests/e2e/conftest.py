@@ -32,6 +32,7 @@ from localcloud.ec2.spot_prices import spot_price
 from scheduler_svc.disruption import DisruptionControllerSettings
 from scheduler_svc.lifecycle.controller import LifecycleSettings
 from scheduler_svc.lifecycle.termination import TerminationSettings
+from scheduler_svc.nodeclass import NodeClassStatusSettings
 from scheduler_svc.service import SchedulerService, ServiceOptions
 from scheduler_svc.settings import SchedulerSettings
 
@@ -112,9 +113,14 @@ class Stack:
         wall_clock: Callable[[], datetime] | None = None,
         kubeconfig: Path | None = None,
         wait_ready: bool = True,
+        options: ServiceOptions | None = None,
         **overrides: Any,
     ) -> RunningScheduler:
-        options = ServiceOptions(lifecycle=lifecycle or LifecycleSettings(tick_seconds=0.5))
+        """A scheduler replica on this stack (`overrides`: SchedulerSettings fields; `options`:
+        the service's test knobs, `lifecycle` and `wall_clock` replacing theirs when given)."""
+        options = options or ServiceOptions(lifecycle=LifecycleSettings(tick_seconds=0.5))
+        if lifecycle is not None:
+            options = dataclasses.replace(options, lifecycle=lifecycle)
         if wall_clock is not None:
             options = dataclasses.replace(options, wall_clock=wall_clock)
         if kubeconfig is not None:
@@ -357,26 +363,25 @@ FAST_TERMINATION = LifecycleSettings(
 )
 
 
-async def start_with_disruption_clock(stack: Stack, clock: FrozenClock) -> RunningScheduler:
+async def start_with_disruption_clock(
+    stack: Stack,
+    clock: FrozenClock,
+    *,
+    lifecycle: LifecycleSettings = FAST_TERMINATION,
+    nodeclass: NodeClassStatusSettings | None = None,
+) -> RunningScheduler:
     """A scheduler whose disruption controller reads `clock` and passes every 0.2 s (soon
-    after changes), with fast termination polls; ready when it returns."""
+    after changes), with fast termination polls unless `lifecycle` says otherwise; ready when
+    it returns."""
     options = ServiceOptions(
-        lifecycle=FAST_TERMINATION,
+        lifecycle=lifecycle,
         disruption=DisruptionControllerSettings(
             interval_seconds=0.2, min_interval_seconds=0.05, poll_seconds=0.05
         ),
         disruption_clock=clock,
+        nodeclass=nodeclass or NodeClassStatusSettings(),
     )
-    service = SchedulerService(stack.settings(), options=options)
-    stop = asyncio.Event()
-    lines: list[str] = []
-    task = asyncio.create_task(service.run(stop, on_ready=lines.append))
-    running = RunningScheduler(service, stop, task, lines)
-    stack.schedulers.append(running)
-    await until(lambda: bool(lines) or task.done(), timeout_seconds=20)
-    if task.done():
-        task.result()
-    return running
+    return await stack.start_scheduler(options=options)
 
 
 class ApiWatch:

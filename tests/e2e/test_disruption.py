@@ -5,7 +5,6 @@ underutilized nodes merge into one, PDBs and budgets block with Events."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import datetime, timedelta
 from functools import partial
@@ -13,46 +12,23 @@ from typing import Any
 
 import pytest
 
-from scheduler_svc.disruption import DisruptionControllerSettings
-from scheduler_svc.kube.writer import parse_timestamp, utc_now
+from scheduler_svc.kube.writer import parse_timestamp
 from scheduler_svc.lifecycle.controller import LifecycleSettings
-from scheduler_svc.service import SchedulerService, ServiceOptions
-from tests.e2e.conftest import RunningScheduler, Stack, until
+from tests.e2e.conftest import (
+    FrozenClock,
+    RunningScheduler,
+    Stack,
+    start_with_disruption_clock,
+    until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 
-class FrozenClock:
-    """Wall time that moves only when the test moves it."""
-
-    def __init__(self) -> None:
-        self.now = utc_now()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def set(self, moment: datetime) -> None:
-        self.now = moment
-
-
 async def start(stack: Stack, clock: FrozenClock) -> RunningScheduler:
-    options = ServiceOptions(
-        lifecycle=LifecycleSettings(tick_seconds=0.5),
-        disruption=DisruptionControllerSettings(
-            interval_seconds=0.2, min_interval_seconds=0.05, poll_seconds=0.05
-        ),
-        disruption_clock=clock,
+    return await start_with_disruption_clock(
+        stack, clock, lifecycle=LifecycleSettings(tick_seconds=0.5)
     )
-    service = SchedulerService(stack.settings(), options=options)
-    stop = asyncio.Event()
-    lines: list[str] = []
-    task = asyncio.create_task(service.run(stop, on_ready=lines.append))
-    running = RunningScheduler(service, stop, task, lines)
-    stack.schedulers.append(running)
-    await until(lambda: bool(lines) or task.done(), timeout_seconds=20)
-    if task.done():
-        task.result()
-    return running
 
 
 async def apply_pool(stack: Stack, **disruption: Any) -> None:

@@ -7,18 +7,20 @@ group tagged for the cluster."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from typing import Any
 
 import pytest
 
 from localcloud.ec2.emulator import EKS_KUBERNETES_VERSION
-from scheduler_svc.disruption import DisruptionControllerSettings
-from scheduler_svc.kube.writer import utc_now
 from scheduler_svc.lifecycle.controller import LifecycleSettings
 from scheduler_svc.nodeclass import NodeClassStatusSettings
-from scheduler_svc.service import SchedulerService, ServiceOptions
-from tests.e2e.conftest import RunningScheduler, Stack, until
+from tests.e2e.conftest import (
+    FrozenClock,
+    RunningScheduler,
+    Stack,
+    start_with_disruption_clock,
+    until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -28,35 +30,13 @@ ON_DEMAND_AMD64 = [
 ]
 
 
-class FrozenClock:
-    """Wall time for the disruption controller that moves only when the test moves it."""
-
-    def __init__(self) -> None:
-        self.now = utc_now()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 async def start(stack: Stack, *, interval_seconds: float = 60.0) -> RunningScheduler:
-    options = ServiceOptions(
+    return await start_with_disruption_clock(
+        stack,
+        FrozenClock(),
         lifecycle=LifecycleSettings(tick_seconds=0.5),
-        disruption=DisruptionControllerSettings(
-            interval_seconds=0.2, min_interval_seconds=0.05, poll_seconds=0.05
-        ),
-        disruption_clock=FrozenClock(),
         nodeclass=NodeClassStatusSettings(interval_seconds=interval_seconds),
     )
-    service = SchedulerService(stack.settings(), options=options)
-    stop = asyncio.Event()
-    lines: list[str] = []
-    task = asyncio.create_task(service.run(stop, on_ready=lines.append))
-    running = RunningScheduler(service, stop, task, lines)
-    stack.schedulers.append(running)
-    await until(lambda: bool(lines) or task.done(), timeout_seconds=20)
-    if task.done():
-        task.result()
-    return running
 
 
 def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
