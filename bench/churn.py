@@ -14,8 +14,9 @@ pod-minutes spent waiting (pending or on a booting node).
 
 Policies (all through ``scheduler_svc.core.disruption``):
 * daiku: the NodePool defaults (WhenEmptyOrUnderutilized, consolidateAfter 0s, budget 10 %)
-  with daiku's consolidation: a saving of >= 10 % and $0.01/h, validated one step (60 s >= the
-  15 s wait) after it was decided, suspended while pods are pending or nodes boot.
+  with daiku's consolidation: a saving of >= 10 % and $0.01/h, a pass every 10 s within each
+  step (the controller's interval), a consolidation acted on at the first pass after its 15 s
+  validation wait if it still holds, suspended while pods are pending or nodes boot.
 * daiku b100%: the same with a budget of 100 % (10 % of a small cluster is one or two nodes,
   which rules out merging several nodes at once, as in Karpenter).
 * daiku ca5m: the defaults with consolidateAfter 5m (shorter than the cron period: the burst
@@ -155,6 +156,8 @@ class Policy:
     validates: bool
     suspends_for_pending: bool
     passes_per_step: int = 1
+    # Validating policies pass this often within a step (the controller's interval_seconds).
+    pass_interval_seconds: float = 10.0
 
 
 def daiku_policy(name: str, consolidate_after_seconds: float, budget: Budget) -> Policy:
@@ -317,6 +320,8 @@ class Simulation:
             instance_types=catalog(),
             daemonsets=(DAEMON,),
             pending_pods=pending if self.policy.suspends_for_pending else (),
+            # Nodes of decisions waiting for validation are taken, as the controller's are.
+            disrupting=frozenset(n for d in self.awaiting for n in d.nodes),
         )
 
     def act(self, decision: DisruptionDecision, now: float) -> None:
@@ -330,23 +335,44 @@ class Simulation:
         self.provision(now)
 
     def disrupt(self, now: float) -> None:
-        moment = START + timedelta(seconds=now)
-        awaiting, self.awaiting = self.awaiting, []
-        for decision in awaiting:
+        if not self.policy.validates:
+            self.disrupt_at_once(now)
+            return
+        # daiku passes every pass_interval_seconds; a consolidation acts on the first pass
+        # after its validation wait (and only if it still holds then).
+        offset = 0.0
+        while offset < STEP_SECONDS:
+            self.disruption_pass(now + offset)
+            offset += self.policy.pass_interval_seconds
+
+    def disruption_pass(self, seconds: float) -> None:
+        moment = START + timedelta(seconds=seconds)
+        wait = timedelta(seconds=self.policy.options.validation_wait_seconds)
+        due = [d for d in self.awaiting if d.decided_at + wait <= moment]
+        self.awaiting = [d for d in self.awaiting if d not in due]
+        for decision in due:
             if (
                 all(n in self.nodes for n in decision.nodes)
-                and validate(decision, self.snapshot(now), moment, self.policy.options).is_valid
+                and validate(decision, self.snapshot(seconds), moment, self.policy.options).is_valid
             ):
-                self.act(decision, now)
-        # daiku acts on one pass per step; naive passes again while anything is removable.
+                self.act(decision, seconds)
+        plan = plan_disruption(self.snapshot(seconds), moment, self.policy.options)
+        for decision in plan.decisions:
+            if decision.needs_validation:
+                self.awaiting.append(decision)
+            elif all(n in self.nodes for n in decision.nodes):
+                self.act(decision, seconds)
+
+    def disrupt_at_once(self, now: float) -> None:
+        """The naive policy: acts on every decision at once, passing again while anything is
+        removable."""
+        moment = START + timedelta(seconds=now)
         for _ in range(self.policy.passes_per_step):
             plan = plan_disruption(self.snapshot(now), moment, self.policy.options)
             for decision in plan.decisions:
-                if decision.needs_validation and self.policy.validates:
-                    self.awaiting.append(decision)
-                elif all(n in self.nodes for n in decision.nodes):
+                if all(n in self.nodes for n in decision.nodes):
                     self.act(decision, now)
-            if not plan.decisions or self.policy.validates:
+            if not plan.decisions:
                 break
 
     # -- the day ---------------------------------------------------------------------------
