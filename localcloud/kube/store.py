@@ -545,6 +545,17 @@ class Store:
             bucket.floor_rv = self._rv
 
     @contextlib.contextmanager
+    def using_clock(self, clock: Clock) -> Iterator[None]:
+        """Stamp creation, deletion and condition times from `clock` inside the block (tests
+        that move a scheduler's clock move the API server's with it, as one cluster's clocks
+        agree)."""
+        previous, self._clock = self._clock, clock
+        try:
+            yield
+        finally:
+            self._clock = previous
+
+    @contextlib.contextmanager
     def dry_run(self) -> Iterator[None]:
         """Writes inside this block validate and return their result but store nothing
         (the API's `dryRun=All`). The store's calls are synchronous underneath, so nothing

@@ -343,12 +343,10 @@ class FrozenClock:
 
 @contextlib.contextmanager
 def api_server_clock(stack: Stack, clock: Callable[[], datetime]) -> Iterator[None]:
-    """The API server stamps creation/deletion times from `clock` for the block (the Store's
-    own injection point, which LocalCloud does not expose): node ages then move with the
-    clock the disruption controller reads, as in a real cluster, instead of every node born
-    after a jump of the clock looking that much older."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(stack.store, "_clock", clock)
+    """The API server stamps creation/deletion times from `clock` for the block: node ages
+    then move with the clock the disruption controller reads, as in a real cluster, instead of
+    every node born after a jump of the clock looking that much older."""
+    with stack.store.using_clock(clock):
         yield
 
 
