@@ -207,16 +207,21 @@ class Stack:
             "default",
         )
 
+    async def delete_workloads(self) -> None:
+        """Delete the default namespace's Deployments and ReplicaSets (their pods then go with
+        the garbage collector)."""
+        for plural in ("deployments", "replicasets"):
+            for obj in await self.objects(plural, "default"):
+                with contextlib.suppress(Exception):
+                    await self.store.delete(plural, obj["metadata"]["name"], "default")
+
     async def reset(self) -> None:
         for scheduler in self.schedulers:
             with contextlib.suppress(Exception):
                 await scheduler.halt()
         self.schedulers.clear()
         store = self.store
-        for plural in ("deployments", "replicasets"):  # or they would make the pods again
-            for obj in await self.objects(plural, "default"):
-                with contextlib.suppress(Exception):
-                    await store.delete(plural, obj["metadata"]["name"], "default")
+        await self.delete_workloads()  # first, or they would make the pods again
         for plural in ("nodeclaims", "nodes"):
             for obj in await self.objects(plural):
                 name = obj["metadata"]["name"]

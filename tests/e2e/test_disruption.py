@@ -45,13 +45,6 @@ async def apply_pool(stack: Stack, **disruption: Any) -> None:
     await stack.store.patch("nodepools", "default", patch)
 
 
-async def delete_deployment(stack: Stack) -> None:
-    for deployment in await stack.objects("deployments", "default"):
-        await stack.store.delete("deployments", deployment["metadata"]["name"], "default")
-    for replica_set in await stack.objects("replicasets", "default"):
-        await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
-
-
 def conditions(claim: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in claim.get("status", {}).get("conditions", [])}
 
@@ -158,7 +151,7 @@ async def test_an_expired_node_is_replaced_and_its_pods_move(stack: Stack) -> No
         assert disrupting[0]["message"].startswith("Expired: ")
         assert new["metadata"]["name"] in disrupting[0]["message"]
     finally:
-        await delete_deployment(stack)
+        await stack.delete_workloads()
 
 
 async def test_an_ec2nodeclass_change_drifts_its_nodes_out(stack: Stack) -> None:
@@ -204,7 +197,7 @@ async def test_an_ec2nodeclass_change_drifts_its_nodes_out(stack: Stack) -> None
         assert disrupting[0]["message"].startswith("Drifted: ")
         await until(lambda: _equals(running(stack), 1), timeout_seconds=30)
     finally:
-        await delete_deployment(stack)
+        await stack.delete_workloads()
 
 
 async def _equals(value: Any, expected: int) -> bool:
@@ -315,7 +308,7 @@ async def test_three_underutilized_nodes_merge_into_one_cheaper_node(stack: Stac
         await until(unconsolidatable, timeout_seconds=30)
         assert len(await stack.objects("nodeclaims")) == 1
     finally:
-        await delete_deployment(stack)
+        await stack.delete_workloads()
 
 
 async def test_a_pdb_and_a_zero_budget_block_disruption_with_events(stack: Stack) -> None:
@@ -366,7 +359,7 @@ async def test_a_pdb_and_a_zero_budget_block_disruption_with_events(stack: Stack
             claim["metadata"]["name"]
         ]
     finally:
-        await delete_deployment(stack)
+        await stack.delete_workloads()
         for pdb in await stack.objects("poddisruptionbudgets", "default"):
             await stack.store.delete("poddisruptionbudgets", pdb["metadata"]["name"], "default")
 

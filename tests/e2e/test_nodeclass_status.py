@@ -39,6 +39,12 @@ async def start(stack: Stack, *, interval_seconds: float = 60.0) -> RunningSched
     )
 
 
+async def disrupting_events(stack: Stack, claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Disrupting Events about `claim`."""
+    name = claim["metadata"]["name"]
+    return [e for e in await events(stack, "Disrupting") if e["involvedObject"]["name"] == name]
+
+
 def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
     return {
         c["type"]: (c["status"], c.get("reason", ""), c.get("message", ""))
@@ -217,20 +223,13 @@ async def test_a_newer_ami_under_the_same_alias_drifts_the_node(stack: Stack) ->
 
         (new,) = await until(replaced, timeout_seconds=45)
         assert new["status"]["imageID"] == newer
-        disrupting = [
-            e
-            for e in await events(stack, "Disrupting")
-            if e["involvedObject"]["name"] == old["metadata"]["name"]
-        ]
+        disrupting = await disrupting_events(stack, old)
         assert disrupting
         assert disrupting[0]["message"].startswith(
             f"Drifted: AMI {emulator.image_ids['x86_64']} is no longer selected"
         )
     finally:
-        for deployment in await stack.objects("deployments", "default"):
-            await stack.store.delete("deployments", deployment["metadata"]["name"], "default")
-        for replica_set in await stack.objects("replicasets", "default"):
-            await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
+        await stack.delete_workloads()
         ec2.deregister_image(ImageId=newer)
 
 
@@ -292,21 +291,14 @@ async def test_a_new_security_group_for_the_cluster_drifts_the_node(stack: Stack
         described = ec2.describe_instances(InstanceIds=[instance_id])
         instance = described["Reservations"][0]["Instances"][0]
         assert sorted(g["GroupId"] for g in instance["SecurityGroups"]) == both
-        disrupting = [
-            e
-            for e in await events(stack, "Disrupting")
-            if e["involvedObject"]["name"] == old["metadata"]["name"]
-        ]
+        disrupting = await disrupting_events(stack, old)
         assert disrupting
         assert disrupting[0]["message"].startswith(
             f"Drifted: security groups [{seeded}] differ from EC2NodeClass default's "
             f"[{', '.join(both)}]"
         )
     finally:
-        for deployment in await stack.objects("deployments", "default"):
-            await stack.store.delete("deployments", deployment["metadata"]["name"], "default")
-        for replica_set in await stack.objects("replicasets", "default"):
-            await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
+        await stack.delete_workloads()
         # Untagged, the group is selected no more (its instance still uses it until reset).
         ec2.delete_tags(Resources=[added], Tags=[{"Key": "karpenter.sh/discovery"}])
 
@@ -348,18 +340,11 @@ async def test_a_node_whose_subnet_is_no_longer_selected_drifts(stack: Stack) ->
         new_subnet = new["metadata"]["annotations"]["daiku.dev/subnet-id"]
         assert new_subnet != subnet
         assert new_subnet in set(emulator.subnet_ids.values())
-        disrupting = [
-            e
-            for e in await events(stack, "Disrupting")
-            if e["involvedObject"]["name"] == old["metadata"]["name"]
-        ]
+        disrupting = await disrupting_events(stack, old)
         assert disrupting
         assert disrupting[0]["message"].startswith(
             f"Drifted: subnet {subnet} is no longer selected by EC2NodeClass default"
         )
     finally:
-        for deployment in await stack.objects("deployments", "default"):
-            await stack.store.delete("deployments", deployment["metadata"]["name"], "default")
-        for replica_set in await stack.objects("replicasets", "default"):
-            await stack.store.delete("replicasets", replica_set["metadata"]["name"], "default")
+        await stack.delete_workloads()
         ec2.create_tags(Resources=[subnet], Tags=[discovery])
