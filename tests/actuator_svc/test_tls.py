@@ -4,7 +4,6 @@ loopback, and the plaintext health-only port."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import os
 import sys
 import time
@@ -14,9 +13,6 @@ from pathlib import Path
 import grpc
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 # grpcio-health-checking ships no type hints, and types-grpcio-health-checking's HealthStub has
 # no Check method (it would need a cast at every call); the packages import it the same way.
@@ -33,51 +29,21 @@ from actuator_svc.service import (
 )
 from daiku.actuator.v1 import actuator_pb2 as pb
 from daiku.actuator.v1 import actuator_pb2_grpc
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _certificate(
-    subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None,
-    issuer_key: ec.EllipticCurvePrivateKey | None, *, is_ca: bool,
-) -> x509.Certificate:  # fmt: skip
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer.subject if issuer else name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
-    )
-    if not is_ca:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False
-        )
-    return builder.sign(issuer_key or key, hashes.SHA256())
+from tests.certificates import certificate, new_key, pem
 
 
 def make_pki(directory: Path) -> dict[str, bytes]:
     """A CA, a server certificate for localhost and a client certificate, all from the CA,
     written to `directory` (files ca, server_cert, server_key, client_cert, client_key)."""
     directory.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _certificate("daiku-test-ca", ca_key, None, None, is_ca=True)
-    files: dict[str, bytes] = {"ca": ca.public_bytes(serialization.Encoding.PEM)}
+    ca_key = new_key()
+    ca = certificate("daiku-test-ca", ca_key)
+    files: dict[str, bytes] = {"ca": pem(ca)}
     for who in ("server", "client"):
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = _certificate(who, key, ca, ca_key, is_ca=False)
-        files[f"{who}_key"] = _pem_key(key)
-        files[f"{who}_cert"] = cert.public_bytes(serialization.Encoding.PEM)
+        key = new_key()
+        cert = certificate(who, key, issuer=(ca, ca_key), alt_names=[x509.DNSName("localhost")])
+        files[f"{who}_key"] = pem(key)
+        files[f"{who}_cert"] = pem(cert)
     for name, data in files.items():
         (directory / name).write_bytes(data)
     return files

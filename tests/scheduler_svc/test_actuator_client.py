@@ -16,9 +16,6 @@ from typing import Any
 import grpc
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from google.protobuf import any_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]  # no stubs
@@ -45,6 +42,7 @@ from scheduler_svc.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from tests.certificates import certificate, new_key, pem
 
 TOKEN = "s3cret"
 LAUNCHED_AT = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
@@ -474,56 +472,24 @@ async def test_cloud_events_stream_converted_then_end_with_unavailable(
     )
 
 
-def _certificate(
-    subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[x509.Name, Any] | None, ca: bool
-) -> x509.Certificate:
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    issuer_name, issuer_key = issuer if issuer else (name, key)
-    now = dt.datetime.now(dt.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if not ca:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False
-        )
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _pem(obj: x509.Certificate | ec.EllipticCurvePrivateKey) -> bytes:
-    if isinstance(obj, x509.Certificate):
-        return obj.public_bytes(serialization.Encoding.PEM)
-    return obj.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
 async def test_mutual_tls_connects_with_the_ca_client_certificate_and_server_name(
     tmp_path: Path,
 ) -> None:
     """With a CA file, a client certificate and the server name, the client completes a
     mutual-TLS handshake with a server that requires client certificates."""
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _certificate("daiku-test-ca", ca_key, None, ca=True)
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    server_cert = _certificate(
-        "actuator.daiku.internal", server_key, (ca.subject, ca_key), ca=False
+    ca_key, server_key, client_key = new_key(), new_key(), new_key()
+    ca = certificate("daiku-test-ca", ca_key)
+    server_cert = certificate(
+        "actuator.daiku.internal",
+        server_key,
+        issuer=(ca, ca_key),
+        alt_names=[x509.DNSName("actuator.daiku.internal")],
     )
-    client_key = ec.generate_private_key(ec.SECP256R1())
-    client_cert = _certificate("scheduler", client_key, (ca.subject, ca_key), ca=False)
+    client_cert = certificate("scheduler", client_key, issuer=(ca, ca_key))
     files = {
-        "ca.pem": _pem(ca),
-        "client.pem": _pem(client_cert),
-        "client.key": _pem(client_key),
+        "ca.pem": pem(ca),
+        "client.pem": pem(client_cert),
+        "client.key": pem(client_key),
     }
     for name, content in files.items():
         (tmp_path / name).write_bytes(content)
@@ -532,8 +498,8 @@ async def test_mutual_tls_connects_with_the_ca_client_certificate_and_server_nam
     servicer = ContractDouble()
     actuator_pb2_grpc.add_ActuatorServicer_to_server(servicer, server)
     credentials = grpc.ssl_server_credentials(
-        [(_pem(server_key), _pem(server_cert))],
-        root_certificates=_pem(ca),
+        [(pem(server_key), pem(server_cert))],
+        root_certificates=pem(ca),
         require_client_auth=True,
     )
     port = server.add_secure_port("127.0.0.1:0", credentials)

@@ -21,9 +21,7 @@ import pytest
 import yaml
 from aiohttp import web
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from localcloud.kube.server import KubeApiServer
 from scheduler_svc.errors import KubeApiError
@@ -36,6 +34,7 @@ from scheduler_svc.kube.client import (
     api_client_in_cluster,
 )
 from scheduler_svc.kube.objects import KubeObjects
+from tests.certificates import certificate, new_key, pem
 from tests.scheduler_svc.kube.polling import until
 
 ROOT = Path(__file__).parents[3]
@@ -273,49 +272,17 @@ async def test_in_cluster_config_uses_the_service_account_and_rereads_a_rotated_
         api_client_in_cluster(environ={}, service_account_dir=tmp_path)
 
 
-def _certificate(
-    subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[x509.Name, Any] | None, *, ca: bool
-) -> x509.Certificate:
-    now = dt.datetime.now(dt.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    issuer_name, issuer_key = issuer or (name, key)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if not ca:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _pem(item: x509.Certificate | ec.EllipticCurvePrivateKey) -> bytes:
-    if isinstance(item, x509.Certificate):
-        return item.public_bytes(serialization.Encoding.PEM)
-    return item.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
 @pytest.mark.parametrize("as_data", [True, False])
 async def test_a_client_certificate_authenticates_to_a_server_that_requires_one(
     tmp_path: Path, as_data: bool
 ) -> None:
     """A server demanding client certificates (mutual TLS) sees the kubeconfig's
     client-certificate(-data)/client-key(-data), inline or as files."""
-    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
-    ca = _certificate("test-ca", ca_key, None, ca=True)
-    issuer = (ca.subject, ca_key)
-    server_cert = _certificate("127.0.0.1", server_key, issuer, ca=False)
-    client_cert = _certificate("daiku-scheduler", client_key, issuer, ca=False)
+    ca_key, server_key, client_key = new_key(), new_key(), new_key()
+    ca = certificate("test-ca", ca_key)
+    loopback = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    server_cert = certificate("127.0.0.1", server_key, issuer=(ca, ca_key), alt_names=loopback)
+    client_cert = certificate("daiku-scheduler", client_key, issuer=(ca, ca_key))
     files: dict[str, x509.Certificate | ec.EllipticCurvePrivateKey] = {
         "ca.crt": ca,
         "server.crt": server_cert,
@@ -324,7 +291,7 @@ async def test_a_client_certificate_authenticates_to_a_server_that_requires_one(
         "client.key": client_key,
     }
     for name, item in files.items():
-        (tmp_path / name).write_bytes(_pem(item))
+        (tmp_path / name).write_bytes(pem(item))
 
     server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ssl.load_cert_chain(tmp_path / "server.crt", tmp_path / "server.key")
@@ -346,8 +313,8 @@ async def test_a_client_certificate_authenticates_to_a_server_that_requires_one(
     try:
         user: dict[str, Any] = (
             {
-                "client-certificate-data": base64.b64encode(_pem(client_cert)).decode(),
-                "client-key-data": base64.b64encode(_pem(client_key)).decode(),
+                "client-certificate-data": base64.b64encode(pem(client_cert)).decode(),
+                "client-key-data": base64.b64encode(pem(client_key)).decode(),
             }
             if as_data
             else {"client-certificate": "client.crt", "client-key": "client.key"}
