@@ -13,21 +13,25 @@ not modelled). Status carries the desired/current/misscheduled/ready/available/u
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import structlog
 
-from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key, resource_types
+from localcloud.kube.controllers.informer import Informer, ObjectKey, resource_types
 from localcloud.kube.controllers.pod_fit import (
     first_untolerated_taint,
     matches_node_selection,
     node_taints,
 )
 from localcloud.kube.controllers.reconciler import Reconciler, owner_reference
-from localcloud.kube.controllers.workloads import OwnedIndex, is_pod_active, is_pod_ready
+from localcloud.kube.controllers.workloads import (
+    OwnedIndex,
+    OwnerKeys,
+    is_pod_active,
+    is_pod_ready,
+)
 from localcloud.kube.errors import ApiError, NotFound
 from localcloud.kube.store import DELETED, Store, copy_json
 
@@ -120,39 +124,19 @@ class DaemonSetController(Reconciler):
         self._rt = resource_types(store)
         self.clock = clock
         self.pods_index = OwnedIndex()
-        self._ds_by_uid: dict[str, ObjectKey] = {}
-        self.daemonsets = Informer(store, "daemonsets", self._on_daemonset)
+        self._owners = OwnerKeys(self, self.pods_index)
+        self.daemonsets = Informer(store, "daemonsets", self._owners.on_owner)
         self.nodes = Informer(store, "nodes", self._on_node)
-        self.pods = Informer(store, "pods", self._on_pod)
-
-    def _on_daemonset(self, kind: str, ds: JsonObject, previous: JsonObject | None) -> None:
-        if kind == DELETED:
-            self._ds_by_uid.pop(ds["metadata"]["uid"], None)
-            return
-        key = object_key(ds)
-        self._ds_by_uid[ds["metadata"]["uid"]] = key
-        self.enqueue(key)
+        self.pods = Informer(store, "pods", self._owners.on_owned)
 
     def _on_node(self, kind: str, node: JsonObject, previous: JsonObject | None) -> None:
         if previous is not None and kind != DELETED and _node_view(previous) == _node_view(node):
             return  # a heartbeat: nothing a DaemonSet looks at changed
-        for key in self._ds_by_uid.values():
+        for key in self._owners.owner_keys():
             self.enqueue(key)
 
-    def _on_pod(self, kind: str, pod: JsonObject, previous: JsonObject | None) -> None:
-        owner = self.pods_index.observe(kind, pod)
-        if owner is not None and owner in self._ds_by_uid:
-            self.enqueue(self._ds_by_uid[owner])
-
     async def run(self) -> None:
-        self.daemonsets.start()
-        self.nodes.start()
-        self.pods.start()
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self.daemonsets.run())
-            tasks.create_task(self.nodes.run())
-            tasks.create_task(self.pods.run())
-            tasks.create_task(self.drain())
+        await self.run_with(self.daemonsets, self.nodes, self.pods)
 
     async def reconcile(self, key: ObjectKey) -> None:
         ds = self.daemonsets.cache.get(key)

@@ -102,12 +102,7 @@ class NodeLifecycleController(Reconciler):
             self.enqueue(("", node_name))
 
     async def run(self) -> None:
-        self.nodes.start()
-        self.pods.start()
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self.nodes.run())
-            tasks.create_task(self.pods.run())
-            tasks.create_task(self.drain())
+        await self.run_with(self.nodes, self.pods)
 
     async def reconcile(self, key: ObjectKey) -> None:
         node_name = key[1]

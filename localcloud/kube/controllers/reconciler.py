@@ -8,9 +8,12 @@ the API server. A failing reconcile is logged and retried after `retry_seconds`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
+
+if TYPE_CHECKING:
+    from localcloud.kube.controllers.informer import Informer
 
 ObjectKey = tuple[str, str]
 _YIELD_EVERY: Final = 32
@@ -37,6 +40,16 @@ class Reconciler:
 
     async def reconcile(self, key: ObjectKey) -> None:
         raise NotImplementedError
+
+    async def run_with(self, *informers: Informer) -> None:
+        """Start `informers` (their caches filled before anything runs), then run them and
+        the queue until cancelled: the `run` of a controller that only reconciles."""
+        for informer in informers:
+            informer.start()
+        async with asyncio.TaskGroup() as tasks:
+            for informer in informers:
+                tasks.create_task(informer.run())
+            tasks.create_task(self.drain())
 
     async def drain(self) -> None:
         """Reconcile queued keys until cancelled."""

@@ -20,7 +20,6 @@ reconcile never acts twice on a change the watch has not delivered yet.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from collections.abc import Callable
@@ -128,6 +127,33 @@ class OwnedIndex:
         return len(self.ready.get(owner_uid, ()))
 
 
+class OwnerKeys:
+    """The key of each owner (ReplicaSet, Deployment, DaemonSet) a controller reconciles, by
+    uid: an owner's change enqueues it, and so does a change to an object it owns (seen
+    through `index`)."""
+
+    def __init__(self, reconciler: Reconciler, index: OwnedIndex) -> None:
+        self._reconciler = reconciler
+        self._index = index
+        self._by_uid: dict[str, ObjectKey] = {}
+
+    def owner_keys(self) -> list[ObjectKey]:
+        return list(self._by_uid.values())
+
+    def on_owner(self, kind: str, owner: JsonObject, previous: JsonObject | None) -> None:
+        if kind == DELETED:
+            self._by_uid.pop(owner["metadata"]["uid"], None)
+            return
+        key = object_key(owner)
+        self._by_uid[owner["metadata"]["uid"]] = key
+        self._reconciler.enqueue(key)
+
+    def on_owned(self, kind: str, obj: JsonObject, previous: JsonObject | None) -> None:
+        owner = self._index.observe(kind, obj)
+        if owner is not None and owner in self._by_uid:
+            self._reconciler.enqueue(self._by_uid[owner])
+
+
 class ReplicaSetController(Reconciler):
     """Keeps each ReplicaSet's pods; see the module docstring."""
 
@@ -139,30 +165,12 @@ class ReplicaSetController(Reconciler):
         self._rt = resource_types(store)
         self.clock = clock
         self.pods_index = OwnedIndex()
-        self._rs_by_uid: dict[str, ObjectKey] = {}
-        self.replicasets = Informer(store, "replicasets", self._on_replicaset)
-        self.pods = Informer(store, "pods", self._on_pod)
-
-    def _on_replicaset(self, kind: str, rs: JsonObject, previous: JsonObject | None) -> None:
-        key = object_key(rs)
-        if kind == DELETED:
-            self._rs_by_uid.pop(rs["metadata"]["uid"], None)
-            return
-        self._rs_by_uid[rs["metadata"]["uid"]] = key
-        self.enqueue(key)
-
-    def _on_pod(self, kind: str, pod: JsonObject, previous: JsonObject | None) -> None:
-        owner = self.pods_index.observe(kind, pod)
-        if owner is not None and owner in self._rs_by_uid:
-            self.enqueue(self._rs_by_uid[owner])
+        owners = OwnerKeys(self, self.pods_index)
+        self.replicasets = Informer(store, "replicasets", owners.on_owner)
+        self.pods = Informer(store, "pods", owners.on_owned)
 
     async def run(self) -> None:
-        self.replicasets.start()
-        self.pods.start()
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self.replicasets.run())
-            tasks.create_task(self.pods.run())
-            tasks.create_task(self.drain())
+        await self.run_with(self.replicasets, self.pods)
 
     async def reconcile(self, key: ObjectKey) -> None:
         rs = self.replicasets.cache.get(key)
@@ -252,30 +260,12 @@ class DeploymentController(Reconciler):
         self._rt = resource_types(store)
         self.clock = clock
         self.rs_index = OwnedIndex()
-        self._deployment_by_uid: dict[str, ObjectKey] = {}
-        self.deployments = Informer(store, "deployments", self._on_deployment)
-        self.replicasets = Informer(store, "replicasets", self._on_replicaset)
-
-    def _on_deployment(self, kind: str, obj: JsonObject, previous: JsonObject | None) -> None:
-        if kind == DELETED:
-            self._deployment_by_uid.pop(obj["metadata"]["uid"], None)
-            return
-        key = object_key(obj)
-        self._deployment_by_uid[obj["metadata"]["uid"]] = key
-        self.enqueue(key)
-
-    def _on_replicaset(self, kind: str, rs: JsonObject, previous: JsonObject | None) -> None:
-        owner = self.rs_index.observe(kind, rs)
-        if owner is not None and owner in self._deployment_by_uid:
-            self.enqueue(self._deployment_by_uid[owner])
+        owners = OwnerKeys(self, self.rs_index)
+        self.deployments = Informer(store, "deployments", owners.on_owner)
+        self.replicasets = Informer(store, "replicasets", owners.on_owned)
 
     async def run(self) -> None:
-        self.deployments.start()
-        self.replicasets.start()
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self.deployments.run())
-            tasks.create_task(self.replicasets.run())
-            tasks.create_task(self.drain())
+        await self.run_with(self.deployments, self.replicasets)
 
     async def reconcile(self, key: ObjectKey) -> None:
         deployment = self.deployments.cache.get(key)
