@@ -41,6 +41,17 @@ CRDS = ROOT / "deploy" / "crds"
 DEMO = ROOT / "deploy" / "examples" / "demo"
 
 
+# A small on-demand pool: predictable types and prices for the tests that only need a node.
+ON_DEMAND_SMALL = [
+    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": ["c5.large", "m5.large"],
+    },
+]
+
+
 def free_port() -> int:
     """A TCP port free on loopback now (the scheduler's settings read 0 as "off")."""
     with socket.socket() as probe:

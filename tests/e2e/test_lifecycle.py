@@ -8,14 +8,9 @@ from typing import Any
 import pytest
 
 from scheduler_svc.lifecycle.controller import LifecycleSettings
-from tests.e2e.conftest import FrozenClock, Stack, until
+from tests.e2e.conftest import ON_DEMAND_SMALL, FrozenClock, Stack, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
-
-ON_DEMAND_SMALL = [
-    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]},
-]
 
 
 def _sets_registered(body: Any) -> bool:

@@ -39,6 +39,19 @@ async def start(stack: Stack, *, interval_seconds: float = 60.0) -> RunningSched
     )
 
 
+async def one_pod_that_only_drift_moves(stack: Stack) -> None:
+    """A one-pod Deployment on an amd64 on-demand pool whose disruption settings remove
+    nothing within a test (WhenEmpty after 1 h), a scheduler resolving classes every 0.5 s."""
+    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
+    await stack.store.patch(
+        "nodepools",
+        "default",
+        {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}}},
+    )
+    await start(stack, interval_seconds=0.5)
+    await stack.create_deployment(1)
+
+
 async def disrupting_events(stack: Stack, claim: dict[str, Any]) -> list[dict[str, Any]]:
     """The Disrupting Events about `claim`."""
     name = claim["metadata"]["name"]
@@ -189,14 +202,7 @@ async def test_a_newer_ami_under_the_same_alias_drifts_the_node(stack: Stack) ->
     it, and its replacement runs the new image."""
     emulator = stack.cloud.ec2
     ec2 = stack.ec2_client()
-    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
-    await stack.store.patch(
-        "nodepools",
-        "default",
-        {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}}},
-    )
-    await start(stack, interval_seconds=0.5)
-    await stack.create_deployment(1)
+    await one_pod_that_only_drift_moves(stack)
 
     async def launched() -> list[dict[str, Any]]:
         claims = await stack.objects("nodeclaims")
@@ -240,14 +246,7 @@ async def test_a_new_security_group_for_the_cluster_drifts_the_node(stack: Stack
     emulator = stack.cloud.ec2
     ec2 = stack.ec2_client()
     seeded = emulator.security_group_id
-    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
-    await stack.store.patch(
-        "nodepools",
-        "default",
-        {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}}},
-    )
-    await start(stack, interval_seconds=0.5)
-    await stack.create_deployment(1)
+    await one_pod_that_only_drift_moves(stack)
 
     async def recorded() -> list[dict[str, Any]]:
         claims = await stack.objects("nodeclaims")
@@ -309,14 +308,7 @@ async def test_a_node_whose_subnet_is_no_longer_selected_drifts(stack: Stack) ->
     in a subnet still selected."""
     emulator = stack.cloud.ec2
     ec2 = stack.ec2_client()
-    await stack.apply_pool(requirements=ON_DEMAND_AMD64)
-    await stack.store.patch(
-        "nodepools",
-        "default",
-        {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}}},
-    )
-    await start(stack, interval_seconds=0.5)
-    await stack.create_deployment(1)
+    await one_pod_that_only_drift_moves(stack)
 
     async def recorded() -> list[dict[str, Any]]:
         claims = await stack.objects("nodeclaims")

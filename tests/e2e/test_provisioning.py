@@ -13,18 +13,9 @@ import pytest
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
 from actuator_svc.service import ActuatorSettings, serve
 from scheduler_svc.core.quantity import resource_units
-from tests.e2e.conftest import Stack, free_port, until
+from tests.e2e.conftest import ON_DEMAND_SMALL, Stack, free_port, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
-
-ON_DEMAND_SMALL = [
-    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-    {
-        "key": "node.kubernetes.io/instance-type",
-        "operator": "In",
-        "values": ["c5.large", "m5.large"],
-    },
-]
 
 
 async def running_pods(stack: Stack) -> int:

@@ -19,7 +19,7 @@ from tests.e2e.conftest import FAST_TERMINATION, RunningScheduler, Stack, demo_o
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
-ON_DEMAND_SMALL = [
+ON_DEMAND_XLARGE = [
     {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
     {
         "key": "node.kubernetes.io/instance-type",
@@ -41,7 +41,7 @@ class ShiftedClock:
 
 async def apply_pool(stack: Stack, *, grace: str | None = None) -> None:
     pool = demo_object("nodepool.yaml")
-    pool["spec"]["template"]["spec"]["requirements"] = ON_DEMAND_SMALL
+    pool["spec"]["template"]["spec"]["requirements"] = ON_DEMAND_XLARGE
     if grace is not None:
         pool["spec"]["template"]["spec"]["terminationGracePeriod"] = grace
     await stack.store.create("ec2nodeclasses", demo_object("ec2nodeclass.yaml"))
