@@ -52,6 +52,21 @@ ON_DEMAND_SMALL = [
 ]
 
 
+def pause_pod_spec(cpu: str, memory: str) -> dict[str, Any]:
+    """A pod spec of one pause container requesting `cpu` and `memory`, gone at once when
+    deleted."""
+    return {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "app",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
+    }
+
+
 def free_port() -> int:
     """A TCP port free on loopback now (the scheduler's settings read 0 as "off")."""
     with socket.socket() as probe:
@@ -173,16 +188,7 @@ class Stack:
                 "pods",
                 {
                     "metadata": {"name": name, "namespace": "default", "labels": {"app": prefix}},
-                    "spec": {
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [
-                            {
-                                "name": "app",
-                                "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                            }
-                        ],
-                    },
+                    "spec": pause_pod_spec(cpu, memory),
                 },
                 "default",
             )
@@ -202,16 +208,7 @@ class Stack:
                     "selector": {"matchLabels": {"app": name}},
                     "template": {
                         "metadata": {"labels": {"app": name}},
-                        "spec": {
-                            "terminationGracePeriodSeconds": 0,
-                            "containers": [
-                                {
-                                    "name": "app",
-                                    "image": "registry.k8s.io/pause:3.10",
-                                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                                }
-                            ],
-                        },
+                        "spec": pause_pod_spec(cpu, memory),
                     },
                 },
             },
