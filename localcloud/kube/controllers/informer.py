@@ -112,3 +112,27 @@ class Informer:
             self.handler(kind, obj, previous)
         except Exception:  # one bad object must not stop the control plane
             log.exception("informer_handler_failed", resource=self.resource, object=key)
+
+
+class PodsByNode:
+    """Which pods are bound to each node, kept from a pods informer's events."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, set[ObjectKey]] = {}
+        self._node_of: dict[ObjectKey, str] = {}
+
+    def observe(self, kind: str, pod: JsonObject) -> tuple[str | None, str | None]:
+        """Record a change: (the node the pod was bound to, the node it is bound to now)."""
+        key = object_key(pod)
+        old = self._node_of.pop(key, None)
+        if old is not None:
+            self._by_node.get(old, set()).discard(key)
+        node = None if kind == DELETED else (pod.get("spec") or {}).get("nodeName") or None
+        if node is not None:
+            self._node_of[key] = node
+            self._by_node.setdefault(node, set()).add(key)
+        return old, node
+
+    def on(self, node: str) -> list[ObjectKey]:
+        """The pods bound to `node`, in key order."""
+        return sorted(self._by_node.get(node, ()))

@@ -54,7 +54,13 @@ from actuator_svc.core.user_data import (
 )
 from localcloud.ec2 import Ec2Emulator
 from localcloud.ec2.instance_types import describe_instance_types
-from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key, resource_types
+from localcloud.kube.controllers.informer import (
+    Informer,
+    ObjectKey,
+    PodsByNode,
+    object_key,
+    resource_types,
+)
 from localcloud.kube.controllers.instances import (
     ClusterInstance,
     EmulatorInstances,
@@ -126,8 +132,7 @@ class Kubelets:
         self.clock = clock
         self._kubelets: dict[str, _Kubelet] = {}  # by instance id
         self._by_node: dict[str, _Kubelet] = {}
-        self._pods_by_node: dict[str, set[ObjectKey]] = {}
-        self._pod_node: dict[ObjectKey, str] = {}
+        self._pods = PodsByNode()
         self._work: dict[ObjectKey, None] = {}
         self._work_ready = asyncio.Event()
         self._stopping: set[ObjectKey] = set()
@@ -257,7 +262,7 @@ class Kubelets:
             return
         kubelet.ready = True
         log.info("node_ready", node=kubelet.node_name, instance_id=kubelet.instance_id)
-        for key in sorted(self._pods_by_node.get(kubelet.node_name, ())):
+        for key in self._pods.on(kubelet.node_name):
             self._enqueue(key)
 
     async def _retire(self, kubelet: _Kubelet, why: str) -> None:
@@ -395,17 +400,12 @@ class Kubelets:
 
     def _on_pod(self, kind: str, pod: JsonObject, previous: JsonObject | None) -> None:
         key = object_key(pod)
-        old_node = self._pod_node.pop(key, None)
-        if old_node is not None:
-            self._pods_by_node.get(old_node, set()).discard(key)
+        _, node_name = self._pods.observe(kind, pod)
         if kind == DELETED:
             self._work.pop(key, None)
             return
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name:
+        if node_name is None:
             return
-        self._pod_node[key] = node_name
-        self._pods_by_node.setdefault(node_name, set()).add(key)
         kubelet = self._by_node.get(node_name)
         if kubelet is not None and kubelet.registered:
             self._enqueue(key)

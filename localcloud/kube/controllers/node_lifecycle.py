@@ -21,7 +21,12 @@ from typing import Any, Final
 
 import structlog
 
-from localcloud.kube.controllers.informer import Informer, ObjectKey, object_key, resource_types
+from localcloud.kube.controllers.informer import (
+    Informer,
+    ObjectKey,
+    PodsByNode,
+    resource_types,
+)
 from localcloud.kube.controllers.pod_fit import tolerates
 from localcloud.kube.controllers.reconciler import Reconciler
 from localcloud.kube.errors import ApiError, NotFound
@@ -65,8 +70,7 @@ class NodeLifecycleController(Reconciler):
         super().__init__()
         self.store = store
         self._rt = resource_types(store)
-        self._pods_by_node: dict[str, set[ObjectKey]] = {}
-        self._pod_node: dict[ObjectKey, str] = {}
+        self._pods = PodsByNode()
         self._not_ready_since: dict[str, float] = {}
         self.nodes = Informer(store, "nodes", self._on_node)
         self.pods = Informer(store, "pods", self._on_pod)
@@ -85,17 +89,9 @@ class NodeLifecycleController(Reconciler):
         self.enqueue(("", name))
 
     def _on_pod(self, kind: str, pod: JsonObject, previous: JsonObject | None) -> None:
-        key = object_key(pod)
-        old = self._pod_node.pop(key, None)
-        if old is not None:
-            self._pods_by_node.get(old, set()).discard(key)
-        if kind == DELETED:
+        old, node_name = self._pods.observe(kind, pod)
+        if node_name is None:
             return
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name:
-            return
-        self._pod_node[key] = node_name
-        self._pods_by_node.setdefault(node_name, set()).add(key)
         if old != node_name and (
             ("", node_name) not in self.nodes.cache or node_name in self._not_ready_since
         ):
@@ -106,7 +102,7 @@ class NodeLifecycleController(Reconciler):
 
     async def reconcile(self, key: ObjectKey) -> None:
         node_name = key[1]
-        pods = sorted(self._pods_by_node.get(node_name, ()))
+        pods = self._pods.on(node_name)
         if not pods:
             return
         node = self.nodes.cache.get(("", node_name))
