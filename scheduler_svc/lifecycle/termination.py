@@ -234,6 +234,7 @@ class Terminator:
         self._clock = clock
         self._rng = rng
         self._sleep = sleep
+        self.drain_passes = 0  # passes over a node's pods that left some (tests wait on it)
 
     # -- the flow -----------------------------------------------------------------------------
 
@@ -345,6 +346,7 @@ class Terminator:
                 if blocker not in reported:
                     reported.add(blocker)
                     await self.record(claim, node, "DisruptionBlocked", blocker, warning=True)
+            self.drain_passes += 1
             await self._sleep(settings.poll_seconds)
 
     async def _delete_expiring(

@@ -6,7 +6,6 @@ group tagged for the cluster."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -39,7 +38,7 @@ async def start(stack: Stack, *, interval_seconds: float = 60.0) -> RunningSched
     )
 
 
-async def one_pod_that_only_drift_moves(stack: Stack) -> None:
+async def one_pod_that_only_drift_moves(stack: Stack) -> RunningScheduler:
     """A one-pod Deployment on an amd64 on-demand pool whose disruption settings remove
     nothing within a test (WhenEmpty after 1 h), a scheduler resolving classes every 0.5 s."""
     await stack.apply_pool(requirements=ON_DEMAND_AMD64)
@@ -48,8 +47,9 @@ async def one_pod_that_only_drift_moves(stack: Stack) -> None:
         "default",
         {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}}},
     )
-    await start(stack, interval_seconds=0.5)
+    scheduler = await start(stack, interval_seconds=0.5)
     await stack.create_deployment(1)
+    return scheduler
 
 
 async def disrupting_events(stack: Stack, claim: dict[str, Any]) -> list[dict[str, Any]]:
@@ -202,7 +202,7 @@ async def test_a_newer_ami_under_the_same_alias_drifts_the_node(stack: Stack) ->
     it, and its replacement runs the new image."""
     emulator = stack.cloud.ec2
     ec2 = stack.ec2_client()
-    await one_pod_that_only_drift_moves(stack)
+    scheduler = await one_pod_that_only_drift_moves(stack)
 
     async def launched() -> list[dict[str, Any]]:
         claims = await stack.objects("nodeclaims")
@@ -210,7 +210,11 @@ async def test_a_newer_ami_under_the_same_alias_drifts_the_node(stack: Stack) ->
 
     (old,) = await until(launched, timeout_seconds=30)
     assert old["status"]["imageID"] == emulator.image_ids["x86_64"]
-    await asyncio.sleep(1.5)  # three status resolutions pass: the node does not drift
+    status = scheduler.service.nodeclass_status
+    assert status is not None
+    resolved = status.resolutions
+    # Three status resolutions later the node has not drifted.
+    await until(lambda: status.resolutions >= resolved + 3)
     assert [c["metadata"]["name"] for c in await stack.objects("nodeclaims")] == [
         old["metadata"]["name"]
     ]

@@ -3,7 +3,6 @@ actuator on a real gRPC socket, and scheduler replicas, all on loopback."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
@@ -107,12 +106,16 @@ async def test_nodepool_limits_are_never_exceeded(stack: Stack) -> None:
             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]},
         ],
     )
-    await stack.start_scheduler()
+    scheduler = await stack.start_scheduler()
     await stack.create_pods(6)
 
     await until(lambda: _equals(running_pods(stack), 3), timeout_seconds=30)
     await until(lambda: _at_least(events(stack, "FailedProvisioning"), 3))
-    await asyncio.sleep(0.5)  # several batch windows pass (idle 0.1 s): nothing more launches
+    provisioner = scheduler.service.provisioner
+    assert provisioner is not None
+    before = provisioner.last_round
+    provisioner.batcher.trigger()  # one more round with the pods still pending
+    await until(lambda: provisioner.last_round is not before)
     claims = await stack.objects("nodeclaims")
     cpu = sum(resource_units("cpu", c["status"]["capacity"]["cpu"]) for c in claims)
     assert cpu <= 4000
@@ -144,7 +147,9 @@ async def test_a_restarted_scheduler_launches_the_claim_left_unlaunched_without_
     scheduler, which makes no second claim for the same pods: one claim, one instance."""
     await stack.apply_pool(requirements=ON_DEMAND_SMALL)
     # CreateFleet keeps failing with a server error: the launch stays unfinished (retryable).
-    stack.cloud.ec2.inject_fault(action="CreateFleet", error_code="InternalError", count=1000)
+    emulator = stack.cloud.ec2
+    emulator.clear_create_fleet_calls()
+    emulator.inject_fault(action="CreateFleet", error_code="InternalError", count=1000)
     first = await stack.start_scheduler()
     await stack.create_pods(2, cpu="500m", memory="512Mi")
 
@@ -152,7 +157,11 @@ async def test_a_restarted_scheduler_launches_the_claim_left_unlaunched_without_
         return await stack.objects("nodeclaims")
 
     claims = await until(claim_exists)
-    await asyncio.sleep(0.3)  # the launch attempt fails meanwhile
+
+    def launch_failed() -> bool:
+        return any(c.request_error == "InternalError" for c in emulator.create_fleet_calls)
+
+    await until(launch_failed)
     await first.halt()
     assert len(await stack.objects("nodeclaims")) == 1
     assert "Launched" not in conditions((await stack.objects("nodeclaims"))[0])

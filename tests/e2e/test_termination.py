@@ -203,7 +203,11 @@ async def test_a_do_not_disrupt_pod_holds_the_node_until_the_grace_period(stack:
     await until(only_keep_left, timeout_seconds=10)
     messages = await events_about(stack, node["metadata"]["name"])
     assert ("DisruptionBlocked", "pod default/keep has a do-not-disrupt annotation") in messages
-    await asyncio.sleep(0.5)  # many drain polls: still held (the clock has not moved)
+    lifecycle = scheduler.service.lifecycle
+    assert lifecycle is not None
+    passes = lifecycle.terminator.drain_passes
+    # Several drain passes later the pod still holds the node (the clock has not moved).
+    await until(lambda: lifecycle.terminator.drain_passes >= passes + 5)
     assert await pod_names(stack) == {"keep"}
     assert len(await stack.objects("nodes")) == 1
 
