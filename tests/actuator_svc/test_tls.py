@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import grpc
@@ -30,6 +28,7 @@ from actuator_svc.service import (
 from daiku.actuator.v1 import actuator_pb2 as pb
 from daiku.actuator.v1 import actuator_pb2_grpc
 from tests.certificates import certificate, new_key, pem
+from tests.polling import until
 
 
 def make_pki(directory: Path) -> dict[str, bytes]:
@@ -80,14 +79,6 @@ async def _served_trusting(port: int, ca: bytes) -> bool:
         return True
 
 
-async def _eventually(condition: Callable[[], Awaitable[bool]], *, timeout_seconds: float) -> None:
-    """Poll `condition` until it holds; fail after `timeout_seconds`."""
-    deadline = time.monotonic() + timeout_seconds
-    while not await condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-
-
 def _replace(path: Path, data: bytes) -> None:
     """Swap a file's content atomically, as a Secret volume update does."""
     staging = path.with_suffix(".new")
@@ -135,7 +126,7 @@ async def test_rotated_certificates_serve_new_connections(tmp_path: Path) -> Non
         assert not await _served_trusting(running.port, new["ca"])
         _replace(live / "server_key", new["server_key"])
         _replace(live / "server_cert", new["server_cert"])
-        await _eventually(lambda: _served_trusting(running.port, new["ca"]), timeout_seconds=10)
+        await until(lambda: _served_trusting(running.port, new["ca"]), timeout_seconds=10)
         assert not await _served_trusting(running.port, old["ca"])
 
 
@@ -156,7 +147,7 @@ async def test_a_mismatched_key_is_rejected_and_the_old_certificate_kept(tmp_pat
                 await _served_trusting(running.port, old["ca"])  # a handshake polls the files
                 return any(e["event"] == "tls_certificates_rejected" for e in logs)
 
-            await _eventually(rejected, timeout_seconds=10)
+            await until(rejected, timeout_seconds=10)
         (event,) = [e for e in logs if e["event"] == "tls_certificates_rejected"]
         assert "server_key: does not match" in event["error"]
         assert await _served_trusting(running.port, old["ca"])
@@ -290,5 +281,5 @@ async def test_rotated_client_ca_admits_the_new_clients(tmp_path: Path) -> None:
         assert await served_as(old)
         assert not await served_as(new)
         _replace(client_ca, new["ca"])
-        await _eventually(lambda: served_as(new), timeout_seconds=10)
+        await until(lambda: served_as(new), timeout_seconds=10)
         assert not await served_as(old)

@@ -8,12 +8,10 @@ import asyncio
 import contextlib
 import copy
 import dataclasses
-import inspect
 import json
 import socket
 import ssl
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +33,7 @@ from scheduler_svc.lifecycle.termination import TerminationSettings
 from scheduler_svc.nodeclass import NodeClassStatusSettings
 from scheduler_svc.service import SchedulerService, ServiceOptions
 from scheduler_svc.settings import SchedulerSettings
+from tests.polling import until
 
 ROOT = Path(__file__).parents[2]
 CRDS = ROOT / "deploy" / "crds"
@@ -73,20 +72,6 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-async def until(check: Callable[[], Awaitable[Any] | Any], timeout_seconds: float = 15.0) -> Any:
-    """Poll `check` (sync or async) until truthy (returned); AssertionError after the bound."""
-    deadline = time.monotonic() + timeout_seconds
-    while True:
-        result = check()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_seconds}s (last: {result!r})")
-        await asyncio.sleep(0.02)
 
 
 def demo_object(name: str) -> dict[str, Any]:

@@ -25,9 +25,9 @@ from tests.e2e.conftest import (
     demo_object,
     free_port,
     local_cloud_with_crds,
-    until,
 )
 from tests.e2e.test_termination import events_about, running
+from tests.polling import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

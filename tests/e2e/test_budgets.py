@@ -21,8 +21,8 @@ from tests.e2e.conftest import (
     mirror_saw_pods_leave,
     mirror_saw_pods_on,
     start_with_disruption_clock,
-    until,
 )
+from tests.polling import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

@@ -19,8 +19,8 @@ from tests.e2e.conftest import (
     RunningScheduler,
     Stack,
     start_with_disruption_clock,
-    until,
 )
+from tests.polling import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

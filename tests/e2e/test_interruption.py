@@ -19,9 +19,9 @@ from tests.e2e.conftest import (
     Stack,
     demo_object,
     local_cloud_with_crds,
-    until,
 )
 from tests.e2e.test_termination import events_about, metric
+from tests.polling import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from scheduler_svc.lifecycle.controller import LifecycleSettings
-from tests.e2e.conftest import ON_DEMAND_SMALL, FrozenClock, Stack, until
+from tests.e2e.conftest import ON_DEMAND_SMALL, FrozenClock, Stack
+from tests.polling import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

@@ -20,7 +20,8 @@ from scheduler_svc.kube.convert import node_class_proto_from_k8s
 from scheduler_svc.kube.writer import utc_now
 from scheduler_svc.lifecycle.controller import LifecycleSettings
 from scheduler_svc.provisioning.nodeclaim_template import launch_request_of
-from tests.e2e.conftest import ON_DEMAND_SMALL, Stack, free_port, until
+from tests.e2e.conftest import ON_DEMAND_SMALL, Stack, free_port
+from tests.polling import until
 from tests.scheduler_svc.state.test_mirror_on_kube_api import CuttableProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]

@@ -12,7 +12,8 @@ import pytest
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
 from actuator_svc.service import ActuatorSettings, serve
 from scheduler_svc.core.quantity import resource_units
-from tests.e2e.conftest import ON_DEMAND_SMALL, Stack, free_port, until
+from tests.e2e.conftest import ON_DEMAND_SMALL, Stack, free_port
+from tests.polling import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

@@ -15,7 +15,8 @@ from prometheus_client import generate_latest
 
 from scheduler_svc.kube.writer import utc_now
 from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY
-from tests.e2e.conftest import FAST_TERMINATION, RunningScheduler, Stack, demo_object, until
+from tests.e2e.conftest import FAST_TERMINATION, RunningScheduler, Stack, demo_object
+from tests.polling import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 

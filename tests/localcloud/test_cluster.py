@@ -16,7 +16,7 @@ from kubernetes_asyncio import client, config
 
 from actuator_svc.core.user_data import ClusterEndpoint, NodeRegistration, Taint, render_user_data
 from localcloud.cluster import LocalCloud
-from tests.localcloud.controllers.conftest import eventually
+from tests.polling import until
 
 if TYPE_CHECKING:
     from types_boto3_ec2.client import EC2Client
@@ -108,7 +108,7 @@ async def test_pods_wait_for_nodes_then_run_on_a_launched_instance(
         ]
         return messages if len(messages) == 2 else None
 
-    assert await eventually(unschedulable) == ["no nodes available to schedule pods"] * 2
+    assert await until(unschedulable) == ["no nodes available to schedule pods"] * 2
 
     registration = NodeRegistration(
         labels={"daiku.dev/nodepool": "default"},
@@ -123,7 +123,7 @@ async def test_pods_wait_for_nodes_then_run_on_a_launched_instance(
                 return item
         return None
 
-    node = await eventually(ready_node)
+    node = await until(ready_node)
     assert node.metadata.labels["node.kubernetes.io/instance-type"] == "m5.xlarge"
     assert node.metadata.labels["topology.kubernetes.io/zone"] == "us-east-1c"
     assert node.metadata.labels["karpenter.sh/capacity-type"] == "on-demand"
@@ -144,9 +144,9 @@ async def test_pods_wait_for_nodes_then_run_on_a_launched_instance(
             p.status.phase == "Running" and p.spec.node_name == node.metadata.name for p in pods
         )
 
-    await eventually(lambda: running(2))
+    await until(lambda: running(2))
     await kubectl(cloud, "scale", "deployment", "web", "--replicas=4")
-    await eventually(lambda: running(4))
+    await until(lambda: running(4))
     wide = await kubectl(cloud, "get", "nodes", "-o", "wide")
     assert node.metadata.name in wide
 
@@ -155,13 +155,13 @@ async def test_pods_wait_for_nodes_then_run_on_a_launched_instance(
     async def node_gone() -> bool:
         return not (await core.list_node()).items
 
-    await eventually(node_gone)
+    await until(node_gone)
 
     async def pending_again() -> bool:
         pods = (await core.list_namespaced_pod("default", label_selector="app=web")).items
         return len(pods) == 4 and all(not p.spec.node_name for p in pods)
 
-    await eventually(pending_again)
+    await until(pending_again)
 
 
 async def test_python_m_localcloud_serves_kubectl(tmp_path: Path) -> None:

@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from localcloud.kube.store import Store
 
 JsonObject = dict[str, Any]
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]], timeout_seconds: float = 10.0, interval: float = 0.01
-) -> Any:
-    """Poll `check` until it returns a truthy value (returned) or fail after the bound."""
-    deadline = time.monotonic() + timeout_seconds
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_seconds}s (last: {result!r})")
-        await asyncio.sleep(interval)
 
 
 def node(

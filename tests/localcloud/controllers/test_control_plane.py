@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from localcloud.kube.controllers import ControlPlane, ControlPlaneSettings
 from localcloud.kube.store import Store
-from tests.localcloud.controllers.conftest import eventually, node, node_of, pod
+from tests.localcloud.controllers.conftest import node, node_of, pod
 from tests.localcloud.controllers.test_workloads import deployment
+from tests.polling import until
 
 
 async def test_without_scheduler_pods_stay_pending_while_controllers_run() -> None:
@@ -20,7 +21,7 @@ async def test_without_scheduler_pods_stay_pending_while_controllers_run() -> No
         async def two_pods() -> bool:
             return len((await store.list("pods", "default")).items) == 2
 
-        await eventually(two_pods)
+        await until(two_pods)
         for item in (await store.list("pods", "default")).items:
             assert not item["spec"].get("nodeName")
             assert "conditions" not in item["status"]
@@ -35,7 +36,7 @@ async def test_without_controllers_a_deployment_gets_nothing_but_pods_are_schedu
         assert plane.deployments is None
         await store.create("deployments", deployment("web", 2), "default")
         await store.create("pods", pod("bare"), "default")
-        assert await eventually(lambda: node_of(store, "bare")) == "n1"
+        assert await until(lambda: node_of(store, "bare")) == "n1"
         # the Deployment came first: a deployment controller would have acted by now
         assert not (await store.list("replicasets", "default")).items
 

@@ -17,7 +17,8 @@ from localcloud.kube.controllers.pod_fit import (
 )
 from localcloud.kube.controllers.workloads import pod_template_hash
 from localcloud.kube.store import Store
-from tests.localcloud.controllers.conftest import eventually, pod
+from tests.localcloud.controllers.conftest import pod
+from tests.polling import until
 
 
 async def test_informer_relists_after_falling_behind_and_reports_deletions() -> None:
@@ -36,7 +37,7 @@ async def test_informer_relists_after_falling_behind_and_reports_deletions() -> 
         await store.create("pods", pod(f"new{index}"), "default")
     task = asyncio.create_task(informer.run())
     try:
-        await eventually(lambda: _has(seen, ("DELETED", "a")))
+        await until(lambda: _has(seen, ("DELETED", "a")))
         assert set(informer.cache) == {
             ("default", n) for n in ["b", "c"] + [f"new{i}" for i in range(20)]
         }

@@ -20,7 +20,8 @@ from actuator_svc.core.user_data import (
 from localcloud.ec2 import Ec2Emulator
 from localcloud.kube.controllers.kubelets import Kubelets
 from localcloud.kube.store import Store
-from tests.localcloud.controllers.conftest import eventually, pod
+from tests.localcloud.controllers.conftest import pod
+from tests.polling import until
 
 if TYPE_CHECKING:
     from types_boto3_ec2.client import EC2Client
@@ -132,7 +133,7 @@ async def test_instance_registers_as_a_ready_node(cluster: Cluster) -> None:
         found = await node_with_provider_id(store, f"/{instance_id}")
         return found if found and ready_status(found) == "True" else None
 
-    node = await eventually(ready_node)
+    node = await until(ready_node)
     described = cluster.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0][
         "Instances"
     ][0]
@@ -165,7 +166,7 @@ async def test_node_is_not_ready_until_it_has_booted(cluster: Cluster) -> None:
     store = cluster.store
     cluster.start_kubelets(boot_seconds=3600)
     instance_id = await cluster.run_instance()
-    node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
+    node = await until(lambda: node_with_provider_id(store, f"/{instance_id}"))
     assert ready_status(node) == "False"
     assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in node["spec"]["taints"]
 
@@ -200,7 +201,7 @@ async def test_spot_instance_from_create_fleet_is_a_spot_node(cluster: Cluster) 
         TagSpecifications=[{"ResourceType": "instance", "Tags": cluster.tags()}],
     )
     instance_id = response["Instances"][0]["InstanceIds"][0]
-    node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
+    node = await until(lambda: node_with_provider_id(store, f"/{instance_id}"))
     assert node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
     assert node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "c5.xlarge"
     assert node["metadata"]["labels"]["team"] == "checkout"
@@ -220,7 +221,7 @@ async def test_other_clusters_instances_are_ignored(cluster: Cluster) -> None:
         ],
     )
     ours = await cluster.run_instance()
-    await eventually(lambda: node_with_provider_id(store, f"/{ours}"))
+    await until(lambda: node_with_provider_id(store, f"/{ours}"))
     assert len((await store.list("nodes")).items) == 1
 
 
@@ -230,7 +231,7 @@ async def test_bound_pods_run_and_graceful_deletion_completes(cluster: Cluster) 
     store = cluster.store
     cluster.start_kubelets()
     instance_id = await cluster.run_instance()
-    node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
+    node = await until(lambda: node_with_provider_id(store, f"/{instance_id}"))
     name = node["metadata"]["name"]
     await store.create("pods", pod("web", nodeName=name), "default")
 
@@ -238,7 +239,7 @@ async def test_bound_pods_run_and_graceful_deletion_completes(cluster: Cluster) 
         found = await store.get("pods", "web", "default")
         return found if found["status"]["phase"] == "Running" else None
 
-    started = await eventually(running)
+    started = await until(running)
     assert started["status"]["podIP"]
     assert started["status"]["hostIP"] == node["status"]["addresses"][0]["address"]
     assert [c["ready"] for c in started["status"]["containerStatuses"]] == [True]
@@ -251,7 +252,7 @@ async def test_bound_pods_run_and_graceful_deletion_completes(cluster: Cluster) 
     async def gone() -> bool:
         return not (await store.list("pods", "default")).items
 
-    await eventually(gone)
+    await until(gone)
 
 
 async def test_terminated_instance_removes_its_node(cluster: Cluster) -> None:
@@ -259,13 +260,13 @@ async def test_terminated_instance_removes_its_node(cluster: Cluster) -> None:
     store = cluster.store
     cluster.start_kubelets()
     instance_id = await cluster.run_instance()
-    node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
+    node = await until(lambda: node_with_provider_id(store, f"/{instance_id}"))
     cluster.ec2.terminate_instances(InstanceIds=[instance_id])
 
     async def gone() -> bool:
         return await node_with_provider_id(store, f"/{instance_id}") is None
 
-    await eventually(gone)
+    await until(gone)
     assert store.get_nowait("leases", node["metadata"]["name"], "kube-node-lease") is None
 
 
@@ -274,14 +275,14 @@ async def test_deleted_node_of_a_running_instance_registers_again(cluster: Clust
     store = cluster.store
     cluster.start_kubelets()
     instance_id = await cluster.run_instance()
-    node = await eventually(lambda: node_with_provider_id(store, f"/{instance_id}"))
+    node = await until(lambda: node_with_provider_id(store, f"/{instance_id}"))
     await store.delete("nodes", node["metadata"]["name"])
 
     async def registered_again() -> bool:
         found = await node_with_provider_id(store, f"/{instance_id}")
         return found is not None and found["metadata"]["uid"] != node["metadata"]["uid"]
 
-    await eventually(registered_again)
+    await until(registered_again)
 
 
 async def test_in_process_source_sees_the_same_instances(cluster: Cluster) -> None:
@@ -295,7 +296,7 @@ async def test_in_process_source_sees_the_same_instances(cluster: Cluster) -> No
         found = await node_with_provider_id(store, f"/{instance_id}")
         return found if found and ready_status(found) == "True" else None
 
-    node = await eventually(ready_node)
+    node = await until(ready_node)
     described = cluster.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0][
         "Instances"
     ][0]
@@ -308,4 +309,4 @@ async def test_in_process_source_sees_the_same_instances(cluster: Cluster) -> No
     async def gone() -> bool:
         return await node_with_provider_id(store, f"/{instance_id}") is None
 
-    await eventually(gone)
+    await until(gone)

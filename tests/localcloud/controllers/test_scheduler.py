@@ -13,12 +13,12 @@ import pytest
 from localcloud.kube.controllers.scheduler import DefaultScheduler
 from localcloud.kube.store import Store
 from tests.localcloud.controllers.conftest import (
-    eventually,
     node,
     node_of,
     pod,
     unschedulable_message,
 )
+from tests.polling import until
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ async def test_binds_a_pod_to_a_node_with_room(store: Store) -> None:
     """A pending pod is bound to the only Ready node, with PodScheduled=True."""
     await store.create("nodes", node("n1"))
     await store.create("pods", pod("web"), "default")
-    assert await eventually(lambda: node_of(store, "web")) == "n1"
+    assert await until(lambda: node_of(store, "web")) == "n1"
     scheduled = await store.get("pods", "web", "default")
     conditions = {c["type"]: c["status"] for c in scheduled["status"]["conditions"]}
     assert conditions["PodScheduled"] == "True"
@@ -45,7 +45,7 @@ async def test_binds_a_pod_to_a_node_with_room(store: Store) -> None:
 async def test_no_nodes_explained(store: Store) -> None:
     """With no node at all the pod is Unschedulable with kube-scheduler's no-nodes message."""
     await store.create("pods", pod("web"), "default")
-    message = await eventually(lambda: unschedulable_message(store, "web"))
+    message = await until(lambda: unschedulable_message(store, "web"))
     assert message == "no nodes available to schedule pods"
 
 
@@ -54,7 +54,7 @@ async def test_insufficient_cpu_counted_per_node(store: Store) -> None:
     for name in ("n1", "n2", "n3"):
         await store.create("nodes", node(name, cpu="2"))
     await store.create("pods", pod("big", cpu="3"), "default")
-    message = await eventually(lambda: unschedulable_message(store, "big"))
+    message = await until(lambda: unschedulable_message(store, "big"))
     assert message == "0/3 nodes are available: 3 Insufficient cpu."
 
 
@@ -67,7 +67,7 @@ async def test_reasons_histogram_sorted(store: Store) -> None:
     await store.create("nodes", node("cordoned", unschedulable=True))
     await store.create("nodes", node("booting", ready=False))
     await store.create("pods", pod("web", cpu="2", memory="2Gi"), "default")
-    message = await eventually(lambda: unschedulable_message(store, "web"))
+    message = await until(lambda: unschedulable_message(store, "web"))
     assert message == (
         "0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, "
         "1 node(s) had untolerated taint {dedicated: gpu}, "
@@ -83,7 +83,7 @@ async def test_toleration_lets_a_pod_onto_a_tainted_node(store: Store) -> None:
     )
     tolerations = [{"key": "dedicated", "operator": "Equal", "value": "gpu"}]
     await store.create("pods", pod("trainer", tolerations=tolerations), "default")
-    assert await eventually(lambda: node_of(store, "trainer")) == "gpu"
+    assert await until(lambda: node_of(store, "trainer")) == "gpu"
 
 
 async def test_node_selector_and_required_affinity(store: Store) -> None:
@@ -102,9 +102,9 @@ async def test_node_selector_and_required_affinity(store: Store) -> None:
     }
     await store.create("pods", pod("large", affinity=affinity), "default")
     await store.create("pods", pod("nowhere", nodeSelector={"disk": "nvme"}), "default")
-    assert await eventually(lambda: node_of(store, "fast")) == "a"
-    assert await eventually(lambda: node_of(store, "large")) == "b"
-    message = await eventually(lambda: unschedulable_message(store, "nowhere"))
+    assert await until(lambda: node_of(store, "fast")) == "a"
+    assert await until(lambda: node_of(store, "large")) == "b"
+    message = await until(lambda: unschedulable_message(store, "nowhere"))
     assert (
         message == "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
     )
@@ -120,10 +120,10 @@ async def test_pods_and_requests_fill_nodes_then_wait(store: Store) -> None:
         pods = await store.list("pods", "default")
         return sum(1 for p in pods.items if p["spec"].get("nodeName"))
 
-    await eventually(lambda: unschedulable_message(store, "p3"))
+    await until(lambda: unschedulable_message(store, "p3"))
     assert await bound() == 2
     await store.create("nodes", node("n2", cpu="1"))
-    await eventually(lambda: _equals(bound, 4))
+    await until(lambda: _equals(bound, 4))
 
 
 async def _equals(read: Any, expected: int) -> bool:
@@ -134,16 +134,16 @@ async def test_deleting_a_pod_frees_room_for_a_waiting_one(store: Store) -> None
     """When a bound pod goes away, an unschedulable pod that now fits is bound."""
     await store.create("nodes", node("n1", cpu="1"))
     await store.create("pods", pod("first", cpu="800m"), "default")
-    assert await eventually(lambda: node_of(store, "first")) == "n1"
+    assert await until(lambda: node_of(store, "first")) == "n1"
     await store.create("pods", pod("second", cpu="800m"), "default")
-    await eventually(lambda: unschedulable_message(store, "second"))
+    await until(lambda: unschedulable_message(store, "second"))
     await store.update(
         "pods",
         {**(await store.get("pods", "first", "default")), "status": {"phase": "Succeeded"}},
         "default",
         subresource="status",
     )
-    assert await eventually(lambda: node_of(store, "second")) == "n1"
+    assert await until(lambda: node_of(store, "second")) == "n1"
 
 
 async def test_pods_spread_over_least_allocated_nodes(store: Store) -> None:
@@ -161,7 +161,7 @@ async def test_pods_spread_over_least_allocated_nodes(store: Store) -> None:
             counts[item["spec"]["nodeName"]] = counts.get(item["spec"]["nodeName"], 0) + 1
         return counts
 
-    assert await eventually(placement) == {"n1": 2, "n2": 2, "n3": 2}
+    assert await until(placement) == {"n1": 2, "n2": 2, "n3": 2}
 
 
 async def test_required_pod_anti_affinity_by_hostname(store: Store) -> None:
@@ -182,7 +182,7 @@ async def test_required_pod_anti_affinity_by_hostname(store: Store) -> None:
         await store.create(
             "pods", pod(f"db{index}", labels={"app": "db"}, affinity=anti), "default"
         )
-    message = await eventually(lambda: unschedulable_message(store, "db2"))
+    message = await until(lambda: unschedulable_message(store, "db2"))
     assert message == "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
     assert {await node_of(store, "db0"), await node_of(store, "db1")} == {"n1", "n2"}
 
@@ -201,9 +201,9 @@ async def test_existing_pods_anti_affinity_is_symmetric(store: Store) -> None:
         }
     }
     await store.create("pods", pod("quiet", affinity=anti), "default")
-    assert await eventually(lambda: node_of(store, "quiet")) == "n1"
+    assert await until(lambda: node_of(store, "quiet")) == "n1"
     await store.create("pods", pod("noisy", labels={"role": "noisy"}), "default")
-    message = await eventually(lambda: unschedulable_message(store, "noisy"))
+    message = await until(lambda: unschedulable_message(store, "noisy"))
     assert (
         message
         == "0/1 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules."
@@ -219,7 +219,7 @@ async def test_required_pod_affinity_follows_the_selected_pods(store: Store) -> 
         pod("cache", labels={"app": "cache"}, nodeSelector={"kubernetes.io/hostname": "a1"}),
         "default",
     )
-    assert await eventually(lambda: node_of(store, "cache")) == "a1"
+    assert await until(lambda: node_of(store, "cache")) == "a1"
     affinity = {
         "podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -231,7 +231,7 @@ async def test_required_pod_affinity_follows_the_selected_pods(store: Store) -> 
         }
     }
     await store.create("pods", pod("web", affinity=affinity), "default")
-    assert await eventually(lambda: node_of(store, "web")) == "a1"
+    assert await until(lambda: node_of(store, "web")) == "a1"
 
 
 async def test_topology_spread_across_zones(store: Store) -> None:
@@ -253,7 +253,7 @@ async def test_topology_spread_across_zones(store: Store) -> None:
             "default",
         )
     # b1 has room for two pods of 400m; a fourth pod in zone a would make the skew 2
-    message = await eventually(lambda: _first_unschedulable(store, 6))
+    message = await until(lambda: _first_unschedulable(store, 6))
     assert message == (
         "0/2 nodes are available: 1 Insufficient cpu, "
         "1 node(s) didn't match pod topology spread constraints."
@@ -275,8 +275,8 @@ async def test_bad_quantity_is_explained_not_fatal(store: Store) -> None:
     await store.create("nodes", node("n1"))
     await store.create("pods", pod("bad", cpu="lots"), "default")
     await store.create("pods", pod("good"), "default")
-    assert await eventually(lambda: node_of(store, "good")) == "n1"
-    message = await eventually(lambda: unschedulable_message(store, "bad"))
+    assert await until(lambda: node_of(store, "good")) == "n1"
+    message = await until(lambda: unschedulable_message(store, "bad"))
     assert "invalid resource request" in message
     assert "lots" in message
 
@@ -286,7 +286,7 @@ async def test_other_schedulers_pods_are_left_alone(store: Store) -> None:
     await store.create("nodes", node("n1"))
     await store.create("pods", pod("mine"), "default")
     await store.create("pods", pod("theirs", schedulerName="other"), "default")
-    assert await eventually(lambda: node_of(store, "mine")) == "n1"
+    assert await until(lambda: node_of(store, "mine")) == "n1"
     theirs = await store.get("pods", "theirs", "default")
     assert not theirs["spec"].get("nodeName")
     assert "conditions" not in theirs["status"]
@@ -303,7 +303,7 @@ async def test_thousands_of_pods_bind_quickly(store: Store) -> None:
     async def all_bound() -> bool:
         return not (await store.list("pods", "default", field_selector="spec.nodeName=")).items
 
-    await eventually(all_bound, timeout_seconds=30, interval=0.1)
+    await until(all_bound, timeout_seconds=30, interval_seconds=0.1)
     elapsed = time.monotonic() - started
     assert elapsed < 10, elapsed
 
@@ -358,8 +358,8 @@ async def test_bound_volume_pins_the_pod_to_its_zone(store: Store) -> None:
     missing = [{"name": "data", "persistentVolumeClaim": {"claimName": "nope"}}]
     await store.create("pods", pod("lost", volumes=missing), "default")
     for index in range(3):
-        assert await eventually(functools.partial(node_of, store, f"db{index}")) == "b1"
-    message = await eventually(lambda: unschedulable_message(store, "lost"))
+        assert await until(functools.partial(node_of, store, f"db{index}")) == "b1"
+    message = await until(lambda: unschedulable_message(store, "lost"))
     assert message == '0/2 nodes are available: persistentvolumeclaim "nope" not found.'
 
 
@@ -373,7 +373,7 @@ async def test_node_added_while_a_pass_runs_is_not_missed(store: Store) -> None:
     async def all_bound() -> bool:
         return not (await store.list("pods", "default", field_selector="spec.nodeName=")).items
 
-    await eventually(all_bound)
+    await until(all_bound)
 
 
 async def test_preferences_steer_the_choice_among_feasible_nodes(store: Store) -> None:
@@ -382,7 +382,7 @@ async def test_preferences_steer_the_choice_among_feasible_nodes(store: Store) -
     await store.create("nodes", node("busy-ssd", labels={"disk": "ssd"}))
     await store.create("nodes", node("idle-hdd", labels={"disk": "hdd"}))
     await store.create("pods", pod("filler", cpu="2", nodeSelector={"disk": "ssd"}), "default")
-    assert await eventually(lambda: node_of(store, "filler")) == "busy-ssd"
+    assert await until(lambda: node_of(store, "filler")) == "busy-ssd"
     preferred = {
         "nodeAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -396,7 +396,7 @@ async def test_preferences_steer_the_choice_among_feasible_nodes(store: Store) -
         }
     }
     await store.create("pods", pod("fast", affinity=preferred), "default")
-    assert await eventually(lambda: node_of(store, "fast")) == "busy-ssd"
+    assert await until(lambda: node_of(store, "fast")) == "busy-ssd"
 
     await store.create(
         "nodes", node("soft", taints=[{"key": "spot", "value": "x", "effect": "PreferNoSchedule"}])
@@ -427,8 +427,8 @@ async def test_preferences_steer_the_choice_among_feasible_nodes(store: Store) -
             ),
             "default",
         )
-    assert await eventually(lambda: node_of(store, "free0")) == "plain"
-    assert await eventually(lambda: node_of(store, "free1")) == "plain"
+    assert await until(lambda: node_of(store, "free0")) == "plain"
+    assert await until(lambda: node_of(store, "free1")) == "plain"
 
 
 async def test_editing_a_waiting_pod_retries_it() -> None:
@@ -442,11 +442,11 @@ async def test_editing_a_waiting_pod_retries_it() -> None:
     task = asyncio.create_task(scheduler.run())
     try:
         await store.create("pods", pod("trainer"), "default")
-        await eventually(lambda: unschedulable_message(store, "trainer"))
+        await until(lambda: unschedulable_message(store, "trainer"))
         current = await store.get("pods", "trainer", "default")
         current["spec"]["tolerations"].append({"key": "gpu", "operator": "Exists"})
         await store.update("pods", current, "default")
-        assert await eventually(lambda: node_of(store, "trainer")) == "gpu"
+        assert await until(lambda: node_of(store, "trainer")) == "gpu"
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -11,7 +11,8 @@ import pytest
 from localcloud.kube.controllers import ControlPlane, ControlPlaneSettings
 from localcloud.kube.controllers.workloads import POD_TEMPLATE_HASH, pod_template_hash
 from localcloud.kube.store import Store
-from tests.localcloud.controllers.conftest import eventually, node, pod
+from tests.localcloud.controllers.conftest import node, pod
+from tests.polling import until
 
 SETTINGS = ControlPlaneSettings(kubelets=False, retry_debounce_seconds=0.01)
 
@@ -90,7 +91,7 @@ async def test_deployment_scales_and_pods_get_bound(store: Store) -> None:
         placed = [p for p in items if p["spec"].get("nodeName")]
         return items if len(items) == count and len(placed) == min(count, 4) else None
 
-    items = await eventually(lambda: bound(2))
+    items = await until(lambda: bound(2))
     stored = await store.get("deployments", "web", "default")
     template_hash = pod_template_hash(stored["spec"]["template"])
     replicasets = (await store.list("replicasets", "default")).items
@@ -99,10 +100,10 @@ async def test_deployment_scales_and_pods_get_bound(store: Store) -> None:
     assert all(p["metadata"]["name"].startswith(f"web-{template_hash}-") for p in items)
 
     await store.set_scale("deployments", "web", 6, "default")  # n1 fits 4 pods of 500m
-    items = await eventually(lambda: bound(6))
+    items = await until(lambda: bound(6))
     placed_before = {p["metadata"]["name"] for p in items if p["spec"].get("nodeName")}
     await store.set_scale("deployments", "web", 4, "default")
-    items = await eventually(lambda: bound(4))
+    items = await until(lambda: bound(4))
     assert {p["metadata"]["name"] for p in items} == placed_before
 
     async def status_settled() -> dict[str, Any] | None:
@@ -110,7 +111,7 @@ async def test_deployment_scales_and_pods_get_bound(store: Store) -> None:
         status = found.get("status") or {}
         return status if status.get("replicas") == 4 else None
 
-    status = await eventually(status_settled)
+    status = await until(status_settled)
     assert status["updatedReplicas"] == 4
 
 
@@ -123,14 +124,14 @@ async def test_deployment_status_counts_ready_pods(store: Store) -> None:
         items = await pods_of(store, "api")
         return len(items) == 3 and all(p["spec"].get("nodeName") for p in items)
 
-    await eventually(all_bound)
+    await until(all_bound)
     await mark_running(store)
 
     async def available() -> dict[str, Any] | None:
         status = (await store.get("deployments", "api", "default")).get("status") or {}
         return status if status.get("availableReplicas") == 3 else None
 
-    status = await eventually(available)
+    status = await until(available)
     assert status["readyReplicas"] == 3
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions == {"Available": "True", "Progressing": "True"}
@@ -161,7 +162,7 @@ async def test_template_change_rolls_within_surge_and_unavailability(store: Stor
     await store.create("deployments", deployment("app", 4), "default")
     kubelet = asyncio.create_task(stand_in_kubelet(store))
     try:
-        await eventually(lambda: _running(store, "app", 4))
+        await until(lambda: _running(store, "app", 4))
         current = await store.get("deployments", "app", "default")
         current["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"
         await store.update("deployments", current, "default")
@@ -178,7 +179,7 @@ async def test_template_change_rolls_within_surge_and_unavailability(store: Stor
             images = {p["spec"]["containers"][0]["image"] for p in ready}
             return images == {"nginx:2"} and len(ready) == 4 and len(items) == 4
 
-        await eventually(rolled, interval=0.005)
+        await until(rolled, interval_seconds=0.005)
     finally:
         kubelet.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -216,11 +217,11 @@ async def test_daemonset_runs_one_pod_per_eligible_node(store: Store) -> None:
         nodes = [p["spec"].get("nodeName") for p in items]
         return len(nodes) == len(expected) and set(nodes) == expected
 
-    await eventually(lambda: placement({"n1", "n2"}))
+    await until(lambda: placement({"n1", "n2"}))
     await store.create("nodes", node("n3"))
-    await eventually(lambda: placement({"n1", "n2", "n3"}))
+    await until(lambda: placement({"n1", "n2", "n3"}))
     await store.delete("nodes", "n2")
-    await eventually(lambda: placement({"n1", "n3"}))
+    await until(lambda: placement({"n1", "n3"}))
 
     async def desired() -> bool:
         status = (await store.get("daemonsets", "agent", "default")).get("status") or {}
@@ -228,7 +229,7 @@ async def test_daemonset_runs_one_pod_per_eligible_node(store: Store) -> None:
             status.get("desiredNumberScheduled") == 2 and status.get("currentNumberScheduled") == 2
         )
 
-    await eventually(desired)
+    await until(desired)
 
 
 async def test_daemonset_tolerating_everything_covers_tainted_nodes(store: Store) -> None:
@@ -245,7 +246,7 @@ async def test_daemonset_tolerating_everything_covers_tainted_nodes(store: Store
         items = await pods_of(store, "cni")
         return {p["spec"].get("nodeName") for p in items} == {"gpu", "cordoned"}
 
-    await eventually(placed)
+    await until(placed)
 
 
 async def test_pods_of_a_deleted_node_are_deleted(store: Store) -> None:
@@ -259,10 +260,10 @@ async def test_pods_of_a_deleted_node_are_deleted(store: Store) -> None:
             return {p["metadata"]["uid"] for p in items}
         return None
 
-    first = await eventually(lambda: on("n1"))
+    first = await until(lambda: on("n1"))
     await store.create("nodes", node("n2"))
     await store.delete("nodes", "n1")
-    second = await eventually(lambda: on("n2"))
+    second = await until(lambda: on("n2"))
     assert not first & second
 
 
@@ -287,7 +288,7 @@ async def test_not_ready_node_evicts_pods_by_their_tolerations(store: Store) -> 
         found = await store.get("pods", "quick", "default")
         return bool(found["metadata"].get("deletionTimestamp"))
 
-    await eventually(evicted)
+    await until(evicted)
     for name in ("stays", "patient"):
         assert not (await store.get("pods", name, "default"))["metadata"].get("deletionTimestamp")
 
@@ -301,7 +302,7 @@ async def test_recreate_removes_old_pods_before_new_ones_start(store: Store) -> 
     kubelet = asyncio.create_task(stand_in_kubelet(store))
     overlapped = False
     try:
-        await eventually(lambda: _running(store, "db", 2))
+        await until(lambda: _running(store, "db", 2))
         current = await store.get("deployments", "db", "default")
         current["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"
         await store.update("deployments", current, "default")
@@ -315,7 +316,7 @@ async def test_recreate_removes_old_pods_before_new_ones_start(store: Store) -> 
             overlapped = overlapped or images == {"nginx", "nginx:2"}
             return images == {"nginx:2"} and len(items) == 2
 
-        await eventually(recreated, interval=0.005)
+        await until(recreated, interval_seconds=0.005)
     finally:
         kubelet.cancel()
         with pytest.raises(asyncio.CancelledError):

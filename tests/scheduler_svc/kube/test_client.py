@@ -35,7 +35,7 @@ from scheduler_svc.kube.client import (
 )
 from scheduler_svc.kube.objects import KubeObjects
 from tests.certificates import certificate, new_key, pem
-from tests.scheduler_svc.kube.polling import until
+from tests.polling import until
 
 ROOT = Path(__file__).parents[3]
 

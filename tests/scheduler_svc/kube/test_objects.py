@@ -22,7 +22,7 @@ from scheduler_svc.errors import (
 from scheduler_svc.kube.client import api_client_from_kubeconfig
 from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.resources import EVENTS, NODE_CLAIMS, POD_DISRUPTION_BUDGETS, PODS
-from tests.scheduler_svc.kube.polling import until
+from tests.polling import until
 
 ROOT = Path(__file__).parents[3]
 NODECLAIM = yaml.safe_load((ROOT / "deploy/examples/nodeclaim.yaml").read_text())

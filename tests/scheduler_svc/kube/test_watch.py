@@ -21,8 +21,8 @@ from scheduler_svc.kube.watch import (
     WatchEvent,
     WatchSettings,
 )
+from tests.polling import until
 from tests.scheduler_svc.kube.apiserver_double import ApiServerDouble
-from tests.scheduler_svc.kube.polling import until
 
 
 class Recorder:

@@ -21,7 +21,7 @@ from scheduler_svc.kube.client import KubeApiClient, api_client_from_kubeconfig
 from scheduler_svc.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES, PODS
 from scheduler_svc.kube.watch import ResourceWatch, WatchSettings, run_watches
 from scheduler_svc.state.cluster import ClusterMirror
-from tests.scheduler_svc.kube.polling import until
+from tests.polling import until
 
 CRDS = Path(__file__).parents[3] / "deploy" / "crds"
 EXAMPLES = Path(__file__).parents[3] / "deploy" / "examples"
