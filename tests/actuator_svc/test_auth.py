@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from pathlib import Path
 
 import grpc
@@ -15,6 +13,7 @@ from actuator_svc.rpc.credentials import CredentialFileError
 from actuator_svc.service import ActuatorSettings, serve
 from daiku.actuator.v1 import actuator_pb2 as pb
 from daiku.actuator.v1 import actuator_pb2_grpc
+from tests.polling import until
 
 
 async def _accepted(stub: actuator_pb2_grpc.ActuatorAsyncStub, token: str) -> bool:
@@ -48,10 +47,7 @@ async def test_token_file_is_reloaded_on_change(tmp_path: Path) -> None:
         staging = tmp_path / "token.new"
         staging.write_text("second-token\n")
         os.replace(staging, token_file)
-        deadline = time.monotonic() + 10
-        while not await _accepted(stub, "second-token"):
-            assert time.monotonic() < deadline, "new token not accepted in time"
-            await asyncio.sleep(0.05)
+        await until(lambda: _accepted(stub, "second-token"), timeout_seconds=10)
         assert not await _accepted(stub, "first-token")
 
 

@@ -12,6 +12,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from localcloud.kube.server import KubeApiServer
+from tests.polling import until
 
 # kubernetes_asyncio's generated APIs accept plain dicts as bodies at run time (they go out as
 # JSON unchanged) though their stubs ask for models such as V1Pod; these tests send the wire
@@ -408,9 +409,7 @@ async def test_closing_the_server_ends_open_watches_promptly() -> None:
     headers = {"Authorization": f"Bearer {server.token}"}
     async with aiohttp.ClientSession(headers=headers) as session:
         async with session.get(f"{server.url}/api/v1/pods?watch=true") as response:
-            async with asyncio.timeout(10):
-                while not server.api.open_watches:  # noqa: ASYNC110 - polls a condition, bounded
-                    await asyncio.sleep(0.01)
+            await until(lambda: server.api.open_watches, timeout_seconds=10)
             started = asyncio.get_running_loop().time()
             await server.close()
             assert await asyncio.wait_for(response.content.read(), 5) == b""

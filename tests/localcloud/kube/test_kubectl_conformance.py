@@ -15,6 +15,7 @@ import pytest
 from localcloud.kube.errors import NotFound
 from localcloud.kube.server import KubeApiServer
 from tests.localcloud.kube.conftest import Kubectl
+from tests.polling import until
 
 READY = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
 
@@ -225,9 +226,7 @@ async def test_get_watch_prints_new_objects(kube: KubeApiServer, kubectl: Kubect
     assert process.stdout is not None
     try:
         # the watch is open once the server has a watcher; then create the pod
-        async with asyncio.timeout(15):
-            while not kube.api.open_watches:  # noqa: ASYNC110 - polls a condition, bounded
-                await asyncio.sleep(0.05)
+        await until(lambda: kube.api.open_watches, timeout_seconds=15)
         await kube.store.create(
             "pods",
             {"metadata": {"name": "late"}, "spec": {"containers": [{"name": "a", "image": "x"}]}},
