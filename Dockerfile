@@ -16,6 +16,7 @@ WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
 RUN uv sync --frozen --no-dev --no-install-project
 COPY daiku ./daiku
+COPY daiku_cli ./daiku_cli
 COPY scheduler_svc ./scheduler_svc
 COPY actuator_svc ./actuator_svc
 COPY localcloud ./localcloud

@@ -72,8 +72,8 @@ DAEMON = Pod("aws-node", namespace="kube-system", containers=(Resources(50, 64 *
 @functools.cache
 def catalog() -> tuple[InstanceType, ...]:
     """The bundled catalog, narrowed to what the NodePool allows (loaded once per run)."""
-    from daiku.cli.catalog import bundled_catalog_document
-    from daiku.cli.plan import instance_types_from_document
+    from daiku_cli.catalog import bundled_catalog_document
+    from daiku_cli.plan import instance_types_from_document
 
     out = []
     for t in instance_types_from_document(bundled_catalog_document(), "bundled"):

@@ -38,16 +38,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from daiku.cli.up_kube import KubeClient
-from daiku.cli.up_runner import install_crds
-from daiku.cli.up_stack import (
+from daiku_cli.scenario.defaults import default_node_class, default_node_pool
+from daiku_cli.up_kube import KubeClient
+from daiku_cli.up_runner import install_crds
+from daiku_cli.up_stack import (
     Stack,
     new_stack,
     start_actuator,
     start_localcloud,
     start_scheduler,
 )
-from daiku.scenario.defaults import default_node_class, default_node_pool
 
 CRD_DIR = Path(__file__).resolve().parents[1] / "deploy" / "crds"
 POLL_SECONDS = 0.05

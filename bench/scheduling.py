@@ -210,8 +210,8 @@ def report(label: str, problem: SchedulingInput, with_bound: bool, reference: fl
 def realistic(pods_total: int, seed: int) -> SchedulingInput:
     """The bundled catalog and ``pods_total`` pods from 50 Deployments with mixed shapes and
     constraints (zone spread, hostname anti-affinity, arm64, spot-only, GPU-free)."""
-    from daiku.cli.catalog import bundled_catalog_document
-    from daiku.cli.plan import instance_types_from_document
+    from daiku_cli.catalog import bundled_catalog_document
+    from daiku_cli.plan import instance_types_from_document
 
     rng = random.Random(seed)
     catalog = instance_types_from_document(bundled_catalog_document(), "bundled")
@@ -254,8 +254,8 @@ def realistic(pods_total: int, seed: int) -> SchedulingInput:
 
 def small_solves(counts: Sequence[int], repeats: int, seed: int) -> None:
     """p50/p99 solve latency for small batches on the bundled catalog, cold and warm index."""
-    from daiku.cli.catalog import bundled_catalog_document
-    from daiku.cli.plan import instance_types_from_document
+    from daiku_cli.catalog import bundled_catalog_document
+    from daiku_cli.plan import instance_types_from_document
 
     catalog = tuple(instance_types_from_document(bundled_catalog_document(), "bundled"))
     pool = NodePool(

@@ -4,8 +4,8 @@ import json
 
 from typer.testing import CliRunner
 
-from daiku.cli.catalog import bundled_catalog_document
-from daiku.cli.main import app
+from daiku_cli.catalog import bundled_catalog_document
+from daiku_cli.main import app
 
 
 def test_bundled_document_has_m5_large_as_facts_say() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from daiku.cli.main import app
+from daiku_cli.main import app
 
 FIXTURES = Path(__file__).resolve().parents[1] / "deploy" / "fixtures"
 SEED_000 = FIXTURES / "seed000_provisioner.yaml"

@@ -1,4 +1,4 @@
-"""daiku.conversion maps Karpenter's fields to daiku's and warns about every one it drops."""
+"""daiku_cli.conversion maps Karpenter's fields to daiku's and warns about every one it drops."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from daiku.conversion import (
+from daiku_cli.conversion import (
     CLUSTER_NAME_PLACEHOLDER,
     ConversionError,
     convert,

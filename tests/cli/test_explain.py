@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from daiku.cli.explain import explain, render
+from daiku_cli.explain import explain, render
 from localcloud.kube.server import KubeApiServer
 from scheduler_svc.kube.client import api_client_from_kubeconfig
 from scheduler_svc.kube.objects import KubeObjects

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from daiku.cli.main import app
+from daiku_cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
 PRICES = json.loads((REPO / "actuator_svc/data/ec2-on-demand-prices.json").read_text())["regions"][

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from daiku.scenario import (
+from daiku_cli.scenario import (
     ApplyStep,
     DeleteStep,
     ObjectRef,
@@ -18,7 +18,7 @@ from daiku.scenario import (
     merge_objects,
     parse_scenario,
 )
-from daiku.scenario.model import object_key
+from daiku_cli.scenario.model import object_key
 
 FULL = """
 apiVersion: daiku.dev/v1

@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from daiku.scenario import RunRecorder, snapshot_from_objects
-from daiku.scenario.progress import status_line, summary
+from daiku_cli.scenario import RunRecorder, snapshot_from_objects
+from daiku_cli.scenario.progress import status_line, summary
 
 T0 = datetime(2026, 11, 25, 22, 0, 0, tzinfo=UTC)
 PRICES = {("m6g.large", "us-east-1a", "spot"): 0.04}

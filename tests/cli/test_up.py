@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daiku.cli.up_stack import scheduler_problem
+from daiku_cli.up_stack import scheduler_problem
 
 # The console script `uv sync` installs next to the interpreter, as a user runs it.
 DAIKU = Path(sys.executable).parent / "daiku"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from daiku.cli.up_kube import KubeCallError, KubeClient
-from daiku.cli.up_runner import install_crds
-from daiku.scenario.defaults import default_node_pool, inflate_deployment
+from daiku_cli.scenario.defaults import default_node_pool, inflate_deployment
+from daiku_cli.up_kube import KubeCallError, KubeClient
+from daiku_cli.up_runner import install_crds
 from localcloud.kube.server import KubeApiServer
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"

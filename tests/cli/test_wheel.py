@@ -30,13 +30,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_wheel_carries_the_crds(wheel: Path) -> None:
-    """Every CRD in deploy/crds is in the wheel under daiku/crds, byte for byte."""
+    """Every CRD in deploy/crds is in the wheel under daiku_cli/crds, byte for byte."""
     expected = sorted(p.name for p in (ROOT / "deploy" / "crds").glob("*.yaml"))
     with zipfile.ZipFile(wheel) as archive:
         packaged = {
             Path(n).name: archive.read(n)
             for n in archive.namelist()
-            if n.startswith("daiku/crds/") and n.endswith(".yaml")
+            if n.startswith("daiku_cli/crds/") and n.endswith(".yaml")
         }
     assert sorted(packaged) == expected
     for name in expected:
@@ -49,7 +49,7 @@ def test_installed_daiku_up_finds_its_crds_without_a_checkout(wheel: Path, tmp_p
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(site)
     found = subprocess.run(
-        [sys.executable, "-c", "from daiku.cli.up import crd_dir; print(crd_dir())"],
+        [sys.executable, "-c", "from daiku_cli.up import crd_dir; print(crd_dir())"],
         check=True,
         capture_output=True,
         text=True,
@@ -57,7 +57,7 @@ def test_installed_daiku_up_finds_its_crds_without_a_checkout(wheel: Path, tmp_p
         cwd=tmp_path,
         timeout=60,
     ).stdout.strip()
-    assert Path(found) == site / "daiku" / "crds"
+    assert Path(found) == site / "daiku_cli" / "crds"
     assert sorted(p.name for p in Path(found).glob("*.yaml")) == sorted(
         p.name for p in (ROOT / "deploy" / "crds").glob("*.yaml")
     )

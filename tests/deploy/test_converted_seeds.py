@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from daiku.conversion import convert
+from daiku_cli.conversion import convert
 
 from .crd_validation import violations
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daiku.cli.catalog import bundled_catalog_document
-from daiku.cli.plan import instance_types_from_document
+from daiku_cli.catalog import bundled_catalog_document
+from daiku_cli.plan import instance_types_from_document
 from scheduler_svc.core import (
     InstanceType,
     NodePool,

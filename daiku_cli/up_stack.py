@@ -17,8 +17,8 @@ from pathlib import Path
 import grpc
 
 from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
-from daiku.cli.processes import ManagedProcess, start_module
-from daiku.scenario.observe import PriceBook
+from daiku_cli.processes import ManagedProcess, start_module
+from daiku_cli.scenario.observe import PriceBook
 
 INTERRUPTION_QUEUE = "daiku-interruption"
 

@@ -3,7 +3,7 @@
 An observer polls the API server every `poll_seconds` (pods, nodes, NodeClaims, Deployments,
 Events), feeds each snapshot to the run's recorder and prints what changed. Steps run in order;
 `waitUntilSettled` waits for a snapshot taken after the step began in which nothing is in
-motion (see `daiku.scenario.observe`).
+motion (see `daiku_cli.scenario.observe`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from typing import TextIO
 import structlog
 import yaml
 
-from daiku.cli.up_kube import KubeCallError, KubeClient
-from daiku.scenario import (
+from daiku_cli.scenario import (
     ApplyStep,
     ClusterSnapshot,
     DeleteStep,
@@ -34,9 +33,10 @@ from daiku.scenario import (
     object_identity,
     snapshot_from_objects,
 )
-from daiku.scenario.progress import event_line, status_line
+from daiku_cli.scenario.progress import event_line, status_line
+from daiku_cli.up_kube import KubeCallError, KubeClient
 
-log = structlog.get_logger("daiku.cli.up")
+log = structlog.get_logger("daiku_cli.up")
 
 CRD_KINDS = (
     ("daiku.dev/v1", "NodePool"),

@@ -23,8 +23,8 @@ def main() -> None:
 
 
 # Subcommand registrations (one line each; keep alphabetical):
-from daiku.cli import catalog as _catalog  # noqa: E402, F401  (daiku catalog)
-from daiku.cli import convert as _convert  # noqa: E402, F401  (daiku convert)
-from daiku.cli import explain as _explain  # noqa: E402, F401  (daiku explain)
-from daiku.cli import plan as _plan  # noqa: E402, F401  (daiku plan)
-from daiku.cli import up as _up  # noqa: E402, F401  (daiku up)
+from daiku_cli import catalog as _catalog  # noqa: E402, F401  (daiku catalog)
+from daiku_cli import convert as _convert  # noqa: E402, F401  (daiku convert)
+from daiku_cli import explain as _explain  # noqa: E402, F401  (daiku explain)
+from daiku_cli import plan as _plan  # noqa: E402, F401  (daiku plan)
+from daiku_cli import up as _up  # noqa: E402, F401  (daiku up)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from daiku.scenario.observe import CLAIM_CONDITIONS, ClaimRow, ClusterSnapshot, NodeRow
+from daiku_cli.scenario.observe import CLAIM_CONDITIONS, ClaimRow, ClusterSnapshot, NodeRow
 
 
 def format_time(moment: datetime) -> str:

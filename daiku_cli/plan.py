@@ -26,7 +26,7 @@ import typer
 import yaml
 
 from actuator_svc.core.allocatable import NodeResources, allocatable_from_capacity
-from daiku.cli.main import app
+from daiku_cli.main import app
 from scheduler_svc.core import (
     HostPort,
     InitContainer,
@@ -687,7 +687,7 @@ def instance_types_from_document(document: Any, source: str) -> list[InstanceTyp
 def load_catalog(path: str | None) -> list[InstanceType]:
     """The catalog file, or the bundled catalog."""
     if path is None:
-        from daiku.cli.catalog import bundled_catalog_document
+        from daiku_cli.catalog import bundled_catalog_document
 
         return instance_types_from_document(bundled_catalog_document(), "bundled catalog")
     try:

@@ -19,7 +19,7 @@ import typer
 from actuator_svc.core.allocatable import NodeResources
 from actuator_svc.core.catalog import CatalogInstanceType, build_catalog
 from actuator_svc.core.quantities import format_bytes, format_cpu
-from daiku.cli.main import app
+from daiku_cli.main import app
 from localcloud.ec2.instance_types import (
     describe_instance_types,
     instance_type_zones,

@@ -9,7 +9,7 @@ requesting 500m / 512Mi, scaled 0 -> 5 -> 20 with a wait until settled after eac
 
 from __future__ import annotations
 
-from daiku.scenario.model import (
+from daiku_cli.scenario.model import (
     KubeObject,
     ObjectRef,
     ScaleStep,

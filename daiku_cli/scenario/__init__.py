@@ -1,8 +1,8 @@
 """Scenarios for `daiku up`: parsing, the default scenario, what the cluster looks like
 (settled or not), the run's report and the text of the live view. Pure: no I/O, no clock."""
 
-from daiku.scenario.defaults import default_objects, default_scenario, default_steps
-from daiku.scenario.model import (
+from daiku_cli.scenario.defaults import default_objects, default_scenario, default_steps
+from daiku_cli.scenario.model import (
     ApplyStep,
     DeleteStep,
     ObjectRef,
@@ -16,8 +16,8 @@ from daiku.scenario.model import (
     object_identity,
     parse_scenario,
 )
-from daiku.scenario.observe import ClusterSnapshot, PriceBook, snapshot_from_objects
-from daiku.scenario.report import RunEvent, RunRecorder, format_time
+from daiku_cli.scenario.observe import ClusterSnapshot, PriceBook, snapshot_from_objects
+from daiku_cli.scenario.report import RunEvent, RunRecorder, format_time
 
 __all__ = [
     "ApplyStep",

@@ -29,7 +29,7 @@ from typing import Annotated
 import structlog
 import typer
 
-from daiku.cli.main import app
+from daiku_cli.main import app
 from scheduler_svc.core.disruption import NodeExplanation, explain_node
 from scheduler_svc.disruption.snapshot import build_snapshot
 from scheduler_svc.errors import KubeApiError

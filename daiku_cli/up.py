@@ -29,26 +29,9 @@ from typing import Annotated, TextIO
 
 import typer
 
-from daiku.cli.main import app
-from daiku.cli.processes import ProcessFailedError
-from daiku.cli.up_kube import KubeCallError, KubeClient
-from daiku.cli.up_runner import (
-    Observer,
-    ScenarioFailedError,
-    apply_objects,
-    install_crds,
-    run_steps,
-)
-from daiku.cli.up_stack import (
-    SchedulerUnavailableError,
-    Stack,
-    new_stack,
-    price_book,
-    start_actuator,
-    start_localcloud,
-    start_scheduler,
-)
-from daiku.scenario import (
+from daiku_cli.main import app
+from daiku_cli.processes import ProcessFailedError
+from daiku_cli.scenario import (
     RunRecorder,
     Scenario,
     ScenarioError,
@@ -57,19 +40,36 @@ from daiku.scenario import (
     merge_objects,
     parse_scenario,
 )
-from daiku.scenario.progress import summary
+from daiku_cli.scenario.progress import summary
+from daiku_cli.up_kube import KubeCallError, KubeClient
+from daiku_cli.up_runner import (
+    Observer,
+    ScenarioFailedError,
+    apply_objects,
+    install_crds,
+    run_steps,
+)
+from daiku_cli.up_stack import (
+    SchedulerUnavailableError,
+    Stack,
+    new_stack,
+    price_book,
+    start_actuator,
+    start_localcloud,
+    start_scheduler,
+)
 
 DEFAULT_BOOT_SECONDS = 2.0
 DEFAULT_SETTLE_TIMEOUT_SECONDS = 120.0
 
 
 def crd_dir() -> Path:
-    """Where daiku's CRDs are: inside an installed wheel (`daiku/crds`, see pyproject's
+    """Where daiku's CRDs are: inside an installed wheel (`daiku_cli/crds`, see pyproject's
     force-include), else in the source checkout (`deploy/crds`)."""
-    packaged = Path(__file__).resolve().parents[1] / "crds"
+    packaged = Path(__file__).resolve().parent / "crds"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "deploy" / "crds"
+    return Path(__file__).resolve().parents[1] / "deploy" / "crds"
 
 
 EXIT_OK = 0

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from daiku.scenario.observe import CLAIM_CONDITIONS, ClusterSnapshot
-from daiku.scenario.report import RunEvent
+from daiku_cli.scenario.observe import CLAIM_CONDITIONS, ClusterSnapshot
+from daiku_cli.scenario.report import RunEvent
 
 CLAIM_STATE_ORDER = ("Pending", *CLAIM_CONDITIONS, "Terminating")
 

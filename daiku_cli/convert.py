@@ -1,4 +1,4 @@
-"""`daiku convert`: Karpenter manifests in, daiku manifests out (the logic is daiku.conversion).
+"""`daiku convert`: Karpenter manifests in, daiku manifests out (the logic is daiku_cli.conversion).
 
 Reads one YAML or JSON file (several documents allowed; `-` reads standard input), writes the
 converted objects to standard output and one line per field it could not carry to standard
@@ -17,9 +17,9 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from daiku.cli.main import app
-from daiku.conversion import ConversionError
-from daiku.conversion import convert as convert_documents
+from daiku_cli.conversion import ConversionError
+from daiku_cli.conversion import convert as convert_documents
+from daiku_cli.main import app
 
 
 class OutputFormat(StrEnum):
