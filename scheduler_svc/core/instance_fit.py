@@ -1,0 +1,142 @@
+"""Which instance types can hold a pod class: under a NodePool (taints, requirements, one pod
+with DaemonSet overhead, and why not), on an existing node, on an open NodeClaim, and how many
+copies keep a NodePool's minValues."""
+
+from __future__ import annotations
+
+from scheduler_svc.core.catalog_index import iter_bits
+from scheduler_svc.core.requirements import LABEL_HOSTNAME, Requirements
+from scheduler_svc.core.solver_setup import SolverSetup
+from scheduler_svc.core.solver_state import Bin, PodClass, Pool, format_amount
+from scheduler_svc.core.taints import first_untolerated
+
+
+class InstanceFit(SolverSetup):
+    """Instance types that hold a class under a NodePool, on a node or on an open claim."""
+
+    def _fit_pool(self, cls: PodClass, pool: Pool) -> tuple[Requirements | None, int, str | None]:
+        """(the pod's requirements under this pool, the types that hold one pod, why not)."""
+        ident = (cls.id, pool.index)
+        cached = self._pool_fit.get(ident)
+        if cached is not None:
+            return cached
+        result = self._fit_pool_uncached(cls, pool)
+        self._pool_fit[ident] = result
+        return result
+
+    def _fit_pool_uncached(
+        self, cls: PodClass, pool: Pool
+    ) -> tuple[Requirements | None, int, str | None]:
+        name = pool.nodepool.name
+        taint = first_untolerated(cls.sample.tolerations, pool.taints)
+        if taint is not None:
+            return None, 0, f"taint:{taint.describe()}"
+        conflicts: list[str] = []
+        compatible: list[tuple[Requirements, int]] = []
+        for term in cls.node_terms:
+            hostname = term.get(LABEL_HOSTNAME)
+            if hostname is not None and not hostname.allows_absent:
+                # A node that does not exist yet has no hostname a pod could select.
+                conflicts.append(
+                    f"requires {hostname.describe(LABEL_HOSTNAME)}, which no new node can have"
+                )
+                continue
+            conflict = term.conflict(pool.requirements)
+            if conflict is not None:
+                conflicts.append(conflict)
+                continue
+            merged = pool.requirements.intersect(term)
+            compatible.append((merged, pool.bits & self.catalog.compatible(merged)))
+        if not compatible:
+            return None, 0, f"NodePool {name}: pod {conflicts[0].replace('the NodePool', name)}"
+        needed = [o + r for o, r in zip(pool.overhead, cls.request, strict=True)]
+        fitting = self.catalog.fits(needed)
+        for merged, bits in compatible:
+            if bits & fitting:
+                return merged, bits & fitting, None
+        merged, bits = compatible[0]
+        if not bits:
+            return (
+                merged,
+                0,
+                (
+                    f"no instance type with an available offering satisfies the pod's requirements "
+                    f"under NodePool {name}"
+                ),
+            )
+        for d, amount in enumerate(needed):
+            if amount and all(self.catalog.allocatable[p][d] < amount for p in iter_bits(bits)):
+                shown = amount - pool.overhead[d]
+                extra = " (with DaemonSet overhead)" if pool.overhead[d] else ""
+                return (
+                    merged,
+                    0,
+                    (
+                        f"no instance type has {format_amount(self.dimensions[d], shown)} "
+                        f"allocatable{extra} under NodePool {name}"
+                    ),
+                )
+        return merged, 0, f"no single instance type holds the pod's requests under NodePool {name}"
+
+    def _static_existing(self, b: Bin, cls: PodClass) -> Requirements | None:
+        ident = (b.id, cls.id)
+        if ident in self._static_node:
+            return self._static_node[ident]
+        node = b.node
+        assert node is not None
+        result: Requirements | None = None
+        if first_untolerated(cls.sample.tolerations, node.taints) is None:
+            for term in cls.node_terms:
+                if term.matches(node.labels):
+                    result = term
+                    break
+        self._static_node[ident] = result
+        return result
+
+    def _static_claim(self, b: Bin, cls: PodClass) -> tuple[Requirements, int] | None:
+        assert b.pool is not None
+        ident = (b.requirements, cls.id)
+        if ident in self._static_claim_cache:
+            return self._static_claim_cache[ident]
+        result: tuple[Requirements, int] | None = None
+        pool_term, _, reason = self._fit_pool(cls, b.pool)
+        if pool_term is not None and reason is None:
+            for term in cls.node_terms:
+                if term.conflict(b.requirements) is not None:
+                    continue
+                merged = b.requirements.intersect(term)
+                bits = b.bits & self.catalog.compatible(merged)
+                if (bits >> b.target) & 1:
+                    result = (merged, bits)
+                    break
+        self._static_claim_cache[ident] = result
+        return result
+
+    def _min_values_cap(self, b: Bin, cls: PodClass, cap: int, bits: int) -> int:
+        """The most copies that keep enough instance types for the pool's minValues."""
+        pool = b.pool
+        assert pool is not None
+
+        def ok(count: int) -> bool:
+            needed = [u + r * count for u, r in zip(b.used, cls.request, strict=True)]
+            return self._min_values_unmet(pool, bits & self.catalog.fits(needed)) is None
+
+        if ok(cap):
+            return cap
+        low, high = 0, cap  # ok(low) holds (the claim as it is), ok(high) does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            if ok(middle):
+                low = middle
+            else:
+                high = middle
+        if low == 0:
+            self.last_failure = (
+                self._min_values_unmet(
+                    pool,
+                    bits
+                    & self.catalog.fits([u + r for u, r in zip(b.used, cls.request, strict=True)]),
+                )
+                or "minValues"
+            )
+        return low

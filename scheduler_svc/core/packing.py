@@ -1,0 +1,303 @@
+"""Packing into bins (decision 0002): how many copies of a class a bin takes, placing them, filling
+existing nodes, and opening new NodeClaims per NodePool, each filled with a proportional slice of
+every compatible class first, then largest-first (claims spread over domains filled together)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler_svc.core.pricing import Pricing
+from scheduler_svc.core.requirements import (
+    LABEL_HOSTNAME,
+    Operator,
+    Requirement,
+    Requirements,
+)
+from scheduler_svc.core.solver_state import INF, Bin, PodClass, Pool
+
+
+class Packing(Pricing):
+    """Copies per bin, placing them, filling nodes, and opening new NodeClaims."""
+
+    def _max_copies(  # noqa: PLR0911, PLR0912 - one exit per constraint kind
+        self, b: Bin, cls: PodClass, want: int
+    ) -> tuple[int, Requirements, int]:
+        """How many copies of ``cls`` fit on ``b`` now, and the bin's narrowed requirements
+        and instance types if they go there."""
+        free = b.allocatable
+        used = b.used
+        cap = want
+        for d, amount in enumerate(cls.request):
+            if amount:
+                room = (free[d] - used[d]) // amount
+                if room < cap:
+                    cap = room
+                    if cap <= 0:
+                        self.last_failure = f"not enough {self.dimensions[d]}"
+                        self._blocked_by_constraint = False
+                        return 0, b.requirements, b.bits
+        self._blocked_by_constraint = True
+        if b.node is not None:
+            term = self._static_existing(b, cls)
+            if term is None:
+                self.last_failure = "node affinity or taints"
+                return 0, b.requirements, b.bits
+            requirements, bits = b.requirements, b.bits
+        else:
+            static = self._static_claim(b, cls)
+            if static is None:
+                self.last_failure = "requirements"
+                return 0, b.requirements, b.bits
+            requirements, bits = static
+        if cls.host_ports:
+            if any(p.conflicts(q) for p in cls.host_ports for q in b.ports):
+                self.last_failure = "host port conflict"
+                return 0, requirements, bits
+            cap = min(cap, 1)
+        for key in cls.keys:
+            domain = self._domain(b, key, requirements)
+            if domain is None and b.node is None and key != LABEL_HOSTNAME:
+                candidates = self._candidates(b, key, requirements)
+                if candidates:
+                    best_value, best_cap, best_count = "", -1, INF
+                    first_group = self._first_group(cls, key)
+                    for value in candidates:
+                        value_cap = self._topology_cap(b, cls, key, value)
+                        count = first_group.counts.get(value, 0) if first_group else 0
+                        if value_cap > best_cap or (value_cap == best_cap and count < best_count):
+                            best_value, best_cap, best_count = value, value_cap, count
+                    if best_cap <= 0:
+                        return 0, requirements, bits
+                    cap = min(cap, best_cap)
+                    pin = Requirements.of([Requirement(key, Operator.IN, (best_value,))])
+                    requirements = requirements.intersect(pin)
+                    bits &= self.catalog.compatible(requirements)
+                    continue
+            cap = min(cap, self._topology_cap(b, cls, key, domain))
+            if cap <= 0:
+                return 0, requirements, bits
+        if b.pool is not None and b.pool.min_values:
+            cap = self._min_values_cap(b, cls, cap, bits)
+            if cap <= 0:
+                return 0, requirements, bits
+        return cap, requirements, bits
+
+    def _place(
+        self, b: Bin, cls: PodClass, count: int, requirements: Requirements, bits: int
+    ) -> None:
+        b.requirements, b.bits = requirements, bits
+        for d, amount in enumerate(cls.request):
+            if amount:
+                b.used[d] += amount * count
+        b.pods.extend(p.key for p in cls.take(count))
+        if cls.host_ports:
+            b.ports.extend(cls.host_ports)
+        for gid in cls.matched_groups:
+            group = self.groups[gid]
+            domain = self._domain(b, group.key)
+            if domain is not None:
+                group.counts[domain] = group.counts.get(domain, 0) + count
+                group.total += count
+        for iid in cls.inverse_owned:
+            inverse = self.inverse[iid]
+            domain = self._domain(b, inverse.key)
+            if domain is not None:
+                inverse.counts[domain] = inverse.counts.get(domain, 0) + count
+                inverse.total += count
+        if b.pool is not None:
+            self._pool_demand_placed(cls, count)
+
+    def _pool_demand_placed(self, cls: PodClass, count: int) -> None:
+        demand = self._demand
+        for d, amount in enumerate(cls.request):
+            demand[d] -= amount * count
+
+    def _fill(self, b: Bin, classes: Sequence[PodClass], fraction: float = 0.0) -> int:
+        placed = 0
+        # Classes of one family differ only in requests: when one fails for any other reason
+        # (topology, ports, requirements) they all do on this bin, so the rest are skipped.
+        blocked: set[int] = set()
+        free = b.allocatable
+        used = b.used
+        smallest = self._smallest
+        if fraction > 0:
+            carry = 0.0
+            for cls in classes:
+                if not cls.remaining:
+                    continue
+                carry += cls.remaining * fraction
+                want = min(int(carry), cls.remaining)
+                if want <= 0 or cls.family in blocked:
+                    continue
+                count, requirements, bits = self._max_copies(b, cls, want)
+                carry -= count
+                if count > 0:
+                    self._place(b, cls, count, requirements, bits)
+                    placed += count
+                elif self._blocked_by_constraint:
+                    blocked.add(cls.family)
+        room = [f - u for f, u in zip(free, used, strict=True)]
+        for cls in classes:
+            if not cls.remaining or cls.family in blocked:
+                continue
+            if any(r > left for r, left in zip(cls.request, room, strict=True)):
+                continue
+            count, requirements, bits = self._max_copies(b, cls, cls.remaining)
+            if count > 0:
+                self._place(b, cls, count, requirements, bits)
+                placed += count
+                room = [f - u for f, u in zip(free, used, strict=True)]
+                # Full for every class still waiting: stop scanning them.
+                if any(left < m for left, m in zip(room, smallest, strict=True)):
+                    break
+            elif self._blocked_by_constraint:
+                blocked.add(cls.family)
+        return placed
+
+    def _provision(self, classes: list[PodClass]) -> None:
+        for pool in self.pools:
+            candidates = [c for c in classes if c.remaining and self._fit_pool(c, pool)[2] is None]
+            for c in classes:
+                if c.remaining:
+                    reason = self._fit_pool(c, pool)[2]
+                    if reason is not None:
+                        c.reasons[pool.nodepool.name] = reason
+            if candidates:
+                self._provision_pool(pool, candidates)
+
+    def _provision_pool(self, pool: Pool, candidates: list[PodClass]) -> None:  # noqa: PLR0912 - one branch per outcome
+        """New claims from one NodePool until its candidates are placed or ruled out."""
+        self._demand = [0] * len(self.dimensions)
+        for c in candidates:
+            for d, amount in enumerate(c.request):
+                self._demand[d] += amount * c.remaining
+        total = sum(c.remaining for c in candidates)
+        epoch_mark = total
+        self._epoch = 0
+        failed: set[int] = set()
+        while True:
+            head = next((c for c in candidates if c.remaining and c.id not in failed), None)
+            if head is None:
+                break
+            if total < epoch_mark * 0.9:
+                self._epoch += 1
+                epoch_mark = total
+            _, head_bits, _ = self._fit_pool(head, pool)
+            key, domains = self._spread_domains(head, pool, head_bits)
+            room_bits, reached = self._limit_room(pool, head_bits, max(1, len(domains)))
+            if not room_bits and domains:
+                key, domains = "", []
+                room_bits, reached = self._limit_room(pool, head_bits, 1)
+            if not room_bits:
+                head.reasons[pool.nodepool.name] = (
+                    f"NodePool {pool.nodepool.name} limit {reached} reached"
+                )
+                failed.add(head.id)
+                continue
+            target = self._choose_target(pool, room_bits)
+            bins = self._open_bins(pool, target, key, domains)
+            units = 1.0
+            alloc = self.catalog.allocatable[target]
+            for d, amount in enumerate(self._demand):
+                if amount > 0:
+                    units = min(units, (alloc[d] - pool.overhead[d]) / amount)
+            fraction = units if units < 1.0 else 0.0
+            # One copy of the head per claim proves the claims can exist; the rest comes
+            # proportionally, then largest-first.
+            placed = self._distribute(bins, head, len(bins))
+            if placed == 0:
+                for b in bins:
+                    self.bins.remove(b)
+                head.reasons[pool.nodepool.name] = (
+                    f"NodePool {pool.nodepool.name}: {self.last_failure}"
+                )
+                failed.add(head.id)
+                continue
+            if len(bins) == 1:
+                placed += self._fill(bins[0], candidates, fraction)
+            else:
+                placed += self._fill_set(bins, candidates, fraction * len(bins))
+            total -= placed
+            for b in bins:
+                if b.pods:
+                    self._close_claim(b)
+                else:
+                    self.bins.remove(b)
+            candidates = [c for c in candidates if c.remaining]
+
+    def _open_bins(self, pool: Pool, target: int, key: str, domains: list[str]) -> list[Bin]:
+        """New claims targeting ``target``: one, or one pinned to each domain it offers."""
+        pinned: list[Requirements] = []
+        for domain in domains:
+            requirements = pool.requirements.intersect(
+                Requirements.of([Requirement(key, Operator.IN, (domain,))])
+            )
+            if (self.catalog.compatible(requirements) >> target) & 1:
+                pinned.append(requirements)
+        if len(pinned) < 2:
+            pinned = [pool.requirements]
+        bins: list[Bin] = []
+        for requirements in pinned:
+            b = Bin(
+                len(self.bins),
+                f"nodeclaim-{len(self.claims) + len(bins) + 1}",
+                self.catalog.allocatable[target],
+                list(pool.overhead),
+                pool=pool,
+                requirements=requirements,
+                bits=pool.bits & self.catalog.compatible(requirements),
+                target=target,
+            )
+            self.bins.append(b)
+            bins.append(b)
+        return bins
+
+    def _distribute(self, bins: Sequence[Bin], cls: PodClass, want: int) -> int:
+        """Place up to ``want`` copies over ``bins``; a spread class round-robin, emptiest
+        domain first, so each claim's skew allowance grows as the others fill."""
+        if len(bins) == 1:
+            count, requirements, bits = self._max_copies(bins[0], cls, min(want, cls.remaining))
+            if count > 0:
+                self._place(bins[0], cls, count, requirements, bits)
+            return count
+        placed = 0
+        group = self.groups[cls.spreads[0].group] if cls.spreads else None
+        progress = True
+        while want > 0 and cls.remaining and progress:
+            progress = False
+            order: Sequence[Bin] = bins
+            share = want
+            if group is not None:
+                order = sorted(
+                    bins, key=lambda b: (group.counts.get(self._domain(b, group.key), 0), b.id)
+                )
+                share = max(1, -(-want // len(bins)))
+            for b in order:
+                if want <= 0 or not cls.remaining:
+                    break
+                count, requirements, bits = self._max_copies(b, cls, min(share, want))
+                if count > 0:
+                    self._place(b, cls, count, requirements, bits)
+                    placed += count
+                    want -= count
+                    progress = True
+        return placed
+
+    def _fill_set(self, bins: Sequence[Bin], classes: Sequence[PodClass], fraction: float) -> int:
+        """``_fill`` for claims filled together (see ``_spread_domains``)."""
+        placed = 0
+        if fraction > 0:
+            carry = 0.0
+            for cls in classes:
+                if not cls.remaining:
+                    continue
+                carry += cls.remaining * fraction
+                want = min(int(carry), cls.remaining)
+                if want > 0:
+                    got = self._distribute(bins, cls, want)
+                    carry -= got
+                    placed += got
+        for cls in classes:
+            if cls.remaining:
+                placed += self._distribute(bins, cls, cls.remaining)
+        return placed

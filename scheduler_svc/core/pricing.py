@@ -1,0 +1,180 @@
+"""Pricing and offerings: a NodePool's remaining limits, the instance type a new NodeClaim
+targets (lowest price per unit of remaining demand), what a closed claim reserves against the
+limits, and the offerings and requirements a claim is written with."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from scheduler_svc.core.catalog_index import BASE_DIMENSIONS, iter_bits
+from scheduler_svc.core.model import OfferingOption, Resources
+from scheduler_svc.core.requirements import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
+    Operator,
+    Requirement,
+    Requirements,
+)
+from scheduler_svc.core.solver_state import Bin, Pool, format_limit
+from scheduler_svc.core.topology import Topology
+
+_TAIL_NODES = 4
+
+
+class Pricing(Topology):
+    """NodePool limits, the type a new claim targets, and the offerings it is written with."""
+
+    def _limit_room(self, pool: Pool, head_bits: int, share: int) -> tuple[int, str | None]:
+        """(types that hold the head pod within the pool's remaining limits split ``share``
+        ways, the limit reached when there are none)."""
+        limits = pool.nodepool.limits
+        if not limits.is_limited():
+            return head_bits, None
+        if limits.nodes is not None and pool.nodes + share > limits.nodes:
+            return 0, f"nodes={limits.nodes}"
+        bits = head_bits
+        for d, limit in ((0, limits.cpu_millis), (1, limits.memory_bytes)):
+            if limit is None:
+                continue
+            room = (limit - pool.used_capacity[d]) // share
+            allowed = 0
+            for p in iter_bits(bits):
+                if self.catalog.capacity[p][d] <= room:
+                    allowed |= 1 << p
+            if not allowed:
+                return 0, format_limit(self.dimensions[d], limit)
+            bits = allowed
+        return bits, None
+
+    def _choose_target(self, pool: Pool, bits: int) -> int:
+        """The type with the lowest price per unit of remaining demand (ties: bigger)."""
+        epoch = self._epoch
+        # The pool-wide choice serves every head it can hold (most of them): one scan of the
+        # pool's types per demand epoch instead of one per claim.
+        pool_wide = (pool.bits, epoch, pool.requirements)
+        cached = self._targets.get(pool_wide)
+        if cached is None:
+            cached = self._scan_targets(pool, pool.bits)
+            self._targets[pool_wide] = cached
+        if cached >= 0 and (bits >> cached) & 1:
+            return cached
+        ident = (bits, epoch, pool.requirements)
+        cached = self._targets.get(ident)
+        if cached is None:
+            cached = self._scan_targets(pool, bits)
+            self._targets[ident] = cached
+        return cached
+
+    def _scan_targets(self, pool: Pool, bits: int) -> int:
+        zones = pool.requirements.get(LABEL_ZONE)
+        capacity_types = pool.requirements.get(LABEL_CAPACITY_TYPE)
+        # Cheapest price per type memoized in the index, and only the demanded resources
+        # looked at: this loop runs over the pool's whole catalog for every demand epoch.
+        prices = self.catalog.cheapest_prices(zones, capacity_types)
+        demanded = [
+            (d, amount, pool.overhead[d]) for d, amount in enumerate(self._demand) if amount > 0
+        ]
+        allocatable = self.catalog.allocatable
+        names = self.catalog.names
+        best, best_key = -1, (float("inf"), 0.0, "")
+        for p in self.catalog.positions(bits):
+            price = prices[p]
+            if price is None:
+                continue
+            alloc = allocatable[p]
+            units = 1.0
+            for d, amount, overhead in demanded:
+                fraction = (alloc[d] - overhead) / amount
+                if fraction < units:  # noqa: PLR1730 - a comparison is cheaper than min() here
+                    units = fraction
+            if units <= 0:
+                continue
+            # Price per unit of demand; near the tail (a few nodes of this type would hold all
+            # that is left) count whole nodes, so a type needing a second, mostly empty node
+            # does not look cheap. Rounded so that equal prices tie despite float noise (then
+            # the bigger type wins: fewer nodes for the same price).
+            nodes_needed = 1.0 / units
+            if nodes_needed <= _TAIL_NODES:
+                nodes_needed = math.ceil(nodes_needed - 1e-9)
+            score = float(f"{price * nodes_needed:.9g}")
+            key = (score, -units, names[p])
+            if key < best_key:
+                best, best_key = p, key
+        return best
+
+    def _close_claim(self, b: Bin) -> None:
+        pool = b.pool
+        assert pool is not None
+        self.claims.append(b)
+        pool.nodes += 1
+        limits = pool.nodepool.limits
+        if not limits.is_limited():
+            return
+        target_capacity = self.catalog.capacity[b.target]
+        fit = b.bits & self.catalog.fits(b.used)
+        reserved = [0] * len(self.dimensions)
+        limited = [d for d, lim in ((0, limits.cpu_millis), (1, limits.memory_bytes)) if lim]
+        allowed = 0
+        for p in iter_bits(fit):
+            capacity = self.catalog.capacity[p]
+            if all(capacity[d] <= target_capacity[d] for d in limited):
+                allowed |= 1 << p
+                for d in limited:
+                    reserved[d] = max(reserved[d], capacity[d])
+        b.bits = allowed | (1 << b.target)
+        for d in limited:
+            reserved[d] = max(reserved[d], target_capacity[d])
+            pool.used_capacity[d] += reserved[d]
+        b.limit_capacity = tuple(reserved)
+
+    def _offerings(self, b: Bin) -> tuple[OfferingOption, ...]:
+        fit = b.bits & self.catalog.fits(b.used)
+        return self.catalog.offering_options(
+            fit, b.requirements.get(LABEL_ZONE), b.requirements.get(LABEL_CAPACITY_TYPE)
+        )
+
+    def _claim_requirements(
+        self, b: Bin, offerings: tuple[OfferingOption, ...]
+    ) -> tuple[Requirement, ...]:
+        """The claim's requirements narrowed to what its offerings can launch (as Karpenter's
+        NodeClaims carry them: instance types, zones and capacity types listed)."""
+        # Offering lists are shared between claims (memoised), so is what they launch; the
+        # cache holds the list itself so that its id stays unique.
+        cached = self._launchable.get(id(offerings))
+        if cached is None:
+            launchable = Requirements.of(
+                [
+                    Requirement(
+                        LABEL_INSTANCE_TYPE,
+                        Operator.IN,
+                        tuple(sorted({o.instance_type for o in offerings})),
+                    ),
+                    Requirement(
+                        LABEL_ZONE, Operator.IN, tuple(sorted({o.zone for o in offerings}))
+                    ),
+                    Requirement(
+                        LABEL_CAPACITY_TYPE,
+                        Operator.IN,
+                        tuple(sorted({o.capacity_type for o in offerings})),
+                    ),
+                ]
+            )
+            cached = (offerings, launchable)
+            self._launchable[id(offerings)] = cached
+        ident = (b.requirements, id(offerings))
+        written = self._claim_requirement_cache.get(ident)
+        if written is None:
+            written = b.requirements.intersect(cached[1]).to_requirements()
+            self._claim_requirement_cache[ident] = written
+        return written
+
+    def _resources(self, vector: Sequence[int]) -> Resources:
+        base = len(BASE_DIMENSIONS)
+        extended = tuple(
+            (name, amount)
+            for name, amount in zip(self.dimensions[base:], vector[base:], strict=True)
+            if amount
+        )
+        return Resources(vector[0], vector[1], vector[2], vector[3], extended)

@@ -1,0 +1,389 @@
+"""Solver set-up: request vectors, NodePools (with DaemonSet overhead and what already runs),
+equivalence classes of pending pods with their constraints compiled into topology groups, and
+existing nodes as bins."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from scheduler_svc.core.catalog_index import (
+    BASE_DIMENSIONS,
+    CatalogCache,
+    CatalogIndex,
+    resource_vector,
+)
+from scheduler_svc.core.model import (
+    OfferingOption,
+    Pod,
+    Resources,
+    SchedulingInput,
+    UnschedulablePod,
+    WhenUnsatisfiable,
+)
+from scheduler_svc.core.requirements import (
+    LABEL_HOSTNAME,
+    LABEL_ZONE,
+    Operator,
+    Requirement,
+    Requirements,
+)
+from scheduler_svc.core.solver_state import (
+    AffinityRef,
+    Bin,
+    Group,
+    PodClass,
+    Pool,
+    Soft,
+    Spread,
+)
+from scheduler_svc.core.taints import first_untolerated
+
+_NO_RESOURCES = Resources()
+
+
+def namespace_ok(namespace: str, namespaces: frozenset[str]) -> bool:
+    """Whether a pod in ``namespace`` is within a term's namespaces."""
+    return namespace in namespaces
+
+
+class SolverSetup:
+    """The solver's state for one solve, built from the problem; the classes below add the
+    steps that work on it (fit, topology, pricing, packing; ``solver._Solver`` runs them)."""
+
+    def __init__(self, problem: SchedulingInput, catalogs: CatalogCache | None = None) -> None:
+        self.problem = problem
+        extended = sorted(
+            {name for pod in problem.pods for c in pod.containers for name, _ in c.extended}
+            | {
+                name
+                for pod in (*problem.pods, *problem.daemonsets)
+                for name, _ in pod.requests().extended
+                if pod.init_containers or pod.overhead.extended
+            }
+            | {name for pod in problem.daemonsets for name, _ in pod.requests().extended}
+        )
+        self.dimensions = (*BASE_DIMENSIONS, *extended)
+        self._requests = {id(pod): self._request_vector(pod) for pod in problem.pods}
+        if catalogs is None:
+            self.catalog = CatalogIndex(
+                problem.instance_types, self.dimensions, problem.unavailable_offerings
+            )
+        else:
+            self.catalog = catalogs.index(
+                problem.instance_types, self.dimensions, problem.unavailable_offerings
+            )
+        self.groups: list[Group] = []
+        self.group_ids: dict[tuple[str, Requirements, frozenset[str]], int] = {}
+        self.inverse: list[Group] = []
+        self.inverse_ids: dict[tuple[str, Requirements, frozenset[str]], int] = {}
+        self.bins: list[Bin] = []
+        self.claims: list[Bin] = []
+        self.unschedulable: list[UnschedulablePod] = []
+        self.pools = self._build_pools()
+        self.classes = self._build_classes(problem.pods)
+        self._collect_running()
+        self._static_claim_cache: dict[
+            tuple[Requirements, int], tuple[Requirements, int] | None
+        ] = {}
+        self._static_node: dict[tuple[int, int], Requirements | None] = {}
+        self._pool_fit: dict[tuple[int, int], tuple[Requirements | None, int, str | None]] = {}
+        self._claim_requirement_cache: dict[tuple[Requirements, int], tuple[Requirement, ...]] = {}
+        self._launchable: dict[int, tuple[tuple[OfferingOption, ...], Requirements]] = {}
+        self._existing_domain_cache: dict[object, frozenset[object]] = {}
+        self._universe_cache: dict[tuple[int, str], tuple[object, ...]] = {}
+        self._targets: dict[tuple[int, int, Requirements], int] = {}
+        self.last_failure = ""
+        self._blocked_by_constraint = False
+        # A lower bound on every waiting class's request, per resource (set per round).
+        self._smallest: list[int] = []
+        # Set per solve (relaxed classes) and per NodePool being provisioned (demand, epoch).
+        self._extra: list[PodClass] = []
+        self._demand: list[int] = []
+        self._epoch = 0
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def _vector(self, resources: Resources) -> tuple[int, ...]:
+        return resource_vector(resources, self.dimensions)
+
+    def _request_vector(self, pod: Pod) -> tuple[int, ...]:
+        """The pod's effective requests as a vector (the one-container shape without building
+        intermediate Resources: this runs once per pending pod)."""
+        if pod.init_containers or len(pod.containers) != 1 or pod.overhead != _NO_RESOURCES:
+            return self._vector(pod.requests())
+        c = pod.containers[0]
+        base = (c.cpu_millis, c.memory_bytes, c.pods + 1, c.ephemeral_storage_bytes)
+        if len(self.dimensions) == len(BASE_DIMENSIONS):
+            return base
+        extended = dict(c.extended)
+        return base + tuple(extended.get(d, 0) for d in self.dimensions[len(BASE_DIMENSIONS) :])
+
+    def _build_pools(self) -> list[Pool]:
+        pools: list[Pool] = []
+        ordered = sorted(self.problem.nodepools, key=lambda p: (-p.weight, p.name))
+        for index, nodepool in enumerate(ordered):
+            labels = nodepool.node_labels()
+            requirements = Requirements.of(nodepool.requirements).intersect(
+                Requirements.from_labels(labels)
+            )
+            overhead = [0] * len(self.dimensions)
+            for daemon in self.problem.daemonsets:
+                if first_untolerated(daemon.tolerations, nodepool.taints) is not None:
+                    continue
+                if not any(
+                    term.conflict(requirements) is None for term in self._node_terms(daemon, [])
+                ):
+                    continue
+                for d, amount in enumerate(self._vector(daemon.requests())):
+                    overhead[d] += amount
+            bits = self.catalog.compatible(requirements) & self.catalog.fits(overhead)
+            used = [0] * len(self.dimensions)
+            count = 0
+            for node in self.problem.nodes:
+                if node.nodepool() == nodepool.name:
+                    count += 1
+                    for d, amount in enumerate(self._vector(node.capacity or node.allocatable)):
+                        used[d] += amount
+            pools.append(
+                Pool(
+                    index,
+                    nodepool,
+                    requirements,
+                    nodepool.taints,
+                    tuple(overhead),
+                    bits,
+                    used,
+                    count,
+                    tuple((r.key, r.min_values) for r in nodepool.requirements if r.min_values),
+                )
+            )
+        return pools
+
+    def _min_values_unmet(self, pool: Pool, bits: int) -> str | None:
+        """The first minValues requirement the types in ``bits`` cannot meet (None: all met)."""
+        for key, wanted in pool.min_values:
+            by_value = self.catalog.label_index.get(key, {})
+            have = sum(1 for value_bits in by_value.values() if value_bits & bits)
+            if have < wanted:
+                return f"minValues {wanted} for {key} (only {have} fit)"
+        return None
+
+    @staticmethod
+    def _node_terms(pod: Pod, softs: Sequence[Soft]) -> list[Requirements]:
+        base = Requirements.from_labels(pod.node_selector)
+        if pod.volume_zones:
+            base = base.intersect(
+                Requirements.of([Requirement(LABEL_ZONE, Operator.IN, tuple(pod.volume_zones))])
+            )
+        for soft in softs:
+            if soft.node_requirements is not None:
+                base = base.intersect(soft.node_requirements)
+        if not pod.required_node_affinity:
+            return [base]
+        return [base.intersect(Requirements.of(term)) for term in pod.required_node_affinity]
+
+    def _group(self, key: str, selector: Requirements, namespaces: frozenset[str]) -> int:
+        ident = (key, selector, namespaces)
+        gid = self.group_ids.get(ident)
+        if gid is None:
+            gid = len(self.groups)
+            self.groups.append(Group(key, selector, namespaces))
+            self.group_ids[ident] = gid
+        return gid
+
+    def _inverse_group(self, key: str, selector: Requirements, namespaces: frozenset[str]) -> int:
+        ident = (key, selector, namespaces)
+        iid = self.inverse_ids.get(ident)
+        if iid is None:
+            iid = len(self.inverse)
+            self.inverse.append(Group(key, selector, namespaces))
+            self.inverse_ids[ident] = iid
+        return iid
+
+    def _build_classes(self, pods: Iterable[Pod]) -> list[PodClass]:
+        by_key: dict[object, list[Pod]] = {}
+        requests: dict[object, tuple[int, ...]] = {}
+        families: dict[object, int] = {}
+        family_of: dict[object, int] = {}
+        for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+            request = self._requests[id(pod)]
+            constraints = (
+                pod.namespace,
+                tuple(sorted(pod.labels.items())),
+                tuple(sorted(pod.node_selector.items())),
+                pod.required_node_affinity,
+                pod.preferred_node_affinity,
+                pod.tolerations,
+                pod.topology_spread,
+                pod.pod_affinity,
+                pod.pod_anti_affinity,
+                pod.preferred_pod_affinity,
+                pod.preferred_pod_anti_affinity,
+                pod.host_ports,
+                pod.volume_zones,
+            )
+            key = (request, constraints)
+            members = by_key.get(key)
+            if members is None:
+                by_key[key] = members = []
+                requests[key] = request
+                family_of[key] = families.setdefault(constraints, len(families))
+            members.append(pod)
+        classes: list[PodClass] = []
+        for class_key, members in by_key.items():
+            cls = PodClass(len(classes), members, requests[class_key])
+            cls.family = family_of[class_key]
+            cls.softs = self._softs(cls.sample)
+            self._compile(cls)
+            classes.append(cls)
+        # Groups are known only once every class is compiled: match each class against all.
+        for cls in classes:
+            self._match_groups(cls)
+        classes.sort(key=self._class_order)
+        return classes
+
+    def _class_order(self, cls: PodClass) -> tuple[object, ...]:
+        # Largest first (cpu, then memory), as kube-scheduler-minded bin packers do.
+        return (tuple(-x for x in cls.request[:2]), -len(cls.keys), cls.sample.key)
+
+    @staticmethod
+    def _softs(pod: Pod) -> list[Soft]:
+        """Preferences in the order they are relaxed (first dropped first): preferred pod
+        affinity, preferred anti-affinity, preferred node affinity, ScheduleAnyway spreads;
+        lightest first within each kind."""
+        softs: list[Soft] = []
+        softs += [
+            Soft(w.weight, "affinity", term=w.term)
+            for w in sorted(pod.preferred_pod_affinity, key=lambda w: w.weight)
+        ]
+        softs += [
+            Soft(w.weight, "anti", term=w.term)
+            for w in sorted(pod.preferred_pod_anti_affinity, key=lambda w: w.weight)
+        ]
+        softs += [
+            Soft(p.weight, "node", node_requirements=Requirements.of(p.requirements))
+            for p in sorted(pod.preferred_node_affinity, key=lambda p: p.weight)
+        ]
+        softs += [
+            Soft(0, "spread", spread=s)
+            for s in pod.topology_spread
+            if s.when_unsatisfiable is WhenUnsatisfiable.SCHEDULE_ANYWAY
+        ]
+        return softs
+
+    def _compile(self, cls: PodClass) -> None:
+        pod = cls.sample
+        cls.node_terms = self._node_terms(pod, cls.softs)
+        own_namespace = frozenset({pod.namespace})
+        cls.spreads, cls.affinity, cls.anti, cls.inverse_owned = [], [], [], []
+        spreads = [
+            s
+            for s in pod.topology_spread
+            if s.when_unsatisfiable is WhenUnsatisfiable.DO_NOT_SCHEDULE
+        ] + [s.spread for s in cls.softs if s.spread is not None]
+        for spread in spreads:
+            selector = spread.label_selector.requirements if spread.label_selector else None
+            if selector is None:
+                continue  # a spread without a selector matches no pod: Kubernetes ignores it
+            extra = {k: cls.labels[k] for k in spread.match_label_keys if k in cls.labels}
+            selector = selector.intersect(Requirements.from_labels(extra))
+            gid = self._group(spread.topology_key, selector, own_namespace)
+            cls.spreads.append(
+                Spread(
+                    gid,
+                    spread.topology_key,
+                    spread.max_skew,
+                    spread.min_domains,
+                    selector.matches(cls.labels),
+                    spread.node_affinity_policy_honor,
+                    spread.node_taints_policy_honor,
+                    f"topology spread on {spread.topology_key} (maxSkew {spread.max_skew})",
+                )
+            )
+        for refs, hard, kind, what in (
+            (cls.affinity, pod.pod_affinity, "affinity", "pod affinity"),
+            (cls.anti, pod.pod_anti_affinity, "anti", "pod anti-affinity"),
+        ):
+            terms = list(hard) + [s.term for s in cls.softs if s.kind == kind and s.term]
+            for term in terms:
+                namespaces = frozenset(term.namespaces) or own_namespace
+                selector = term.label_selector.requirements
+                refs.append(
+                    AffinityRef(
+                        self._group(term.topology_key, selector, namespaces),
+                        term.topology_key,
+                        namespace_ok(cls.namespace, namespaces) and selector.matches(cls.labels),
+                        f"{what} on {term.topology_key}",
+                    )
+                )
+        for term in pod.pod_anti_affinity:
+            namespaces = frozenset(term.namespaces) or own_namespace
+            cls.inverse_owned.append(
+                self._inverse_group(term.topology_key, term.label_selector.requirements, namespaces)
+            )
+
+    def _match_groups(self, cls: PodClass) -> None:
+        cls.matched_groups = [
+            gid for gid, g in enumerate(self.groups) if g.matches(cls.namespace, cls.labels)
+        ]
+        # Terms the class owns count too: a running pod with the same term blocks it as well.
+        cls.inverse_matched = [
+            iid for iid, g in enumerate(self.inverse) if g.matches(cls.namespace, cls.labels)
+        ]
+        keys = (
+            {s.key for s in cls.spreads} | {a.key for a in cls.affinity} | {a.key for a in cls.anti}
+        )
+        keys |= {self.groups[g].key for g in cls.matched_groups}
+        keys |= {self.inverse[i].key for i in cls.inverse_matched}
+        keys |= {self.inverse[i].key for i in cls.inverse_owned}
+        cls.keys = sorted(keys)
+
+    def _collect_running(self) -> None:  # noqa: PLR0912 - one branch per constraint kind reads best
+        """Existing nodes become bins; their pods count in topology groups."""
+        nodes = sorted(self.problem.nodes, key=lambda n: (n.is_in_flight, n.name))
+        for node in nodes:
+            used = [0] * len(self.dimensions)
+            for pod in node.pods:
+                for d, amount in enumerate(self._vector(pod.requests())):
+                    used[d] += amount
+            b = Bin(
+                len(self.bins),
+                node.name,
+                self._vector(node.allocatable),
+                used,
+                node=node,
+                ports=[p for pod in node.pods for p in pod.host_ports],
+            )
+            self.bins.append(b)
+            for pod in node.pods:
+                labels = dict(pod.labels)
+                for group in self.groups:
+                    if group.matches(pod.namespace, labels):
+                        domain = self._domain(b, group.key)
+                        if domain is not None:
+                            group.counts[domain] = group.counts.get(domain, 0) + 1
+                            group.total += 1
+                for term in pod.pod_anti_affinity:
+                    namespaces = frozenset(term.namespaces) or frozenset({pod.namespace})
+                    ident = (term.topology_key, term.label_selector.requirements, namespaces)
+                    iid = self.inverse_ids.get(ident)
+                    if iid is None:
+                        iid = self._inverse_group(*ident)
+                        for cls in self.classes:
+                            if self.inverse[iid].matches(cls.namespace, cls.labels):
+                                cls.inverse_matched.append(iid)
+                                if self.inverse[iid].key not in cls.keys:
+                                    cls.keys = sorted({*cls.keys, self.inverse[iid].key})
+                    domain = self._domain(b, term.topology_key)
+                    if domain is not None:
+                        inv = self.inverse[iid]
+                        inv.counts[domain] = inv.counts.get(domain, 0) + 1
+                        inv.total += 1
+
+    def _domain(self, b: Bin, key: str, requirements: Requirements | None = None) -> object:
+        if key == LABEL_HOSTNAME:
+            return b.id
+        if b.node is not None:
+            return b.node.labels.get(key)
+        value_set = (requirements or b.requirements).get(key)
+        return value_set.single_value() if value_set is not None else None

@@ -1,0 +1,158 @@
+"""The solver's working state: pod equivalence classes, the bins they fill (existing nodes and new
+NodeClaims), NodePools with their running totals, topology groups, and how amounts are shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler_svc.core.model import (
+    HostPort,
+    Node,
+    NodePool,
+    Pod,
+    PodAffinityTerm,
+    TopologySpreadConstraint,
+)
+from scheduler_svc.core.requirements import Requirements
+from scheduler_svc.core.taints import Taint
+
+INF = 1 << 62
+_GIB = 1024**3
+
+
+def format_amount(dimension: str, amount: int) -> str:
+    """A resource amount as a person reads it: ``96 GiB``, ``8 cpu``, ``1 nvidia.com/gpu``."""
+    if dimension == "cpu":
+        cores = amount / 1000
+        return f"{cores:g} cpu"
+    if dimension in ("memory", "ephemeral-storage"):
+        gib = amount / _GIB
+        suffix = "" if dimension == "memory" else " ephemeral-storage"
+        return f"{gib:.3g} GiB{suffix}" if gib < 10 else f"{gib:.0f} GiB{suffix}"
+    if dimension == "pods":
+        return f"{amount} pods"
+    return f"{amount} {dimension}"
+
+
+def format_limit(dimension: str, amount: int) -> str:
+    """A limit as written in a NodePool: ``cpu=100``, ``memory=1000Gi``, ``nodes=3``."""
+    if dimension == "cpu":
+        return f"cpu={amount // 1000}" if amount % 1000 == 0 else f"cpu={amount}m"
+    if dimension == "memory":
+        for suffix, size in (("Ti", 1024**4), ("Gi", _GIB), ("Mi", 1024**2)):
+            if amount % size == 0:
+                return f"memory={amount // size}{suffix}"
+        return f"memory={amount}"
+    return f"{dimension}={amount}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Topology groups: pods matched by (key, selector, namespaces), counted per domain.
+
+
+@dataclass
+class Group:
+    key: str
+    selector: Requirements
+    namespaces: frozenset[str]
+    counts: dict[object, int] = field(default_factory=dict)
+    total: int = 0
+
+    def matches(self, namespace: str, labels: dict[str, str]) -> bool:
+        return namespace in self.namespaces and self.selector.matches(labels)
+
+
+@dataclass(frozen=True)
+class Spread:
+    group: int
+    key: str
+    max_skew: int
+    min_domains: int | None
+    self_match: bool
+    affinity_honor: bool
+    taints_honor: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class AffinityRef:
+    group: int
+    key: str
+    self_match: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class Soft:
+    """A preference the solver treats as required until relaxed."""
+
+    weight: int
+    kind: str  # node | affinity | anti | spread
+    node_requirements: Requirements | None = None
+    term: PodAffinityTerm | None = None
+    spread: TopologySpreadConstraint | None = None
+
+
+class PodClass:
+    """Pods that schedule identically, with their constraints compiled."""
+
+    def __init__(self, class_id: int, pods: list[Pod], request: tuple[int, ...]) -> None:
+        self.id = class_id
+        self.pods = pods
+        self.next = 0
+        self.remaining = len(pods)
+        self.family = 0
+        self.sample = pods[0]
+        self.namespace = pods[0].namespace
+        self.labels = dict(pods[0].labels)
+        self.request = request
+        self.softs: list[Soft] = []
+        self.node_terms: list[Requirements] = []
+        self.spreads: list[Spread] = []
+        self.affinity: list[AffinityRef] = []
+        self.anti: list[AffinityRef] = []
+        self.inverse_owned: list[int] = []
+        self.inverse_matched: list[int] = []
+        self.matched_groups: list[int] = []
+        self.keys: list[str] = []
+        self.host_ports: tuple[HostPort, ...] = pods[0].host_ports
+        self.reasons: dict[str, str] = {}
+        self.relaxed: list[str] = []
+
+    def take(self, count: int) -> list[Pod]:
+        taken = self.pods[self.next : self.next + count]
+        self.next += len(taken)
+        self.remaining = len(self.pods) - self.next
+        return taken
+
+
+@dataclass
+class Bin:
+    """A node being filled: an existing node / in-flight claim, or a new NodeClaim."""
+
+    id: int
+    name: str
+    allocatable: tuple[int, ...]
+    used: list[int]
+    node: Node | None = None
+    pool: Pool | None = None
+    requirements: Requirements = field(default_factory=Requirements)
+    bits: int = 0
+    target: int = -1
+    pods: list[str] = field(default_factory=list)
+    ports: list[HostPort] = field(default_factory=list)
+    limit_capacity: tuple[int, ...] | None = None
+
+
+@dataclass
+class Pool:
+    index: int
+    nodepool: NodePool
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+    overhead: tuple[int, ...]
+    bits: int
+    used_capacity: list[int]
+    nodes: int
+    min_values: tuple[tuple[str, int], ...] = ()
