@@ -41,7 +41,7 @@ from scheduler_svc.provisioning.launch import ClaimLauncher
 from scheduler_svc.provisioning.provisioner import Provisioner
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.settings import SchedulerSettings
-from scheduler_svc.state.cluster import Change, ClusterMirror
+from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
 
 log = structlog.get_logger("scheduler_svc")
 
@@ -104,6 +104,9 @@ class SchedulerService:
         if not self.mirror.is_synced():
             return "cluster mirror not synced yet"
         return None if self._actuator_probe is None else self._actuator_probe.reason
+
+    def _has_provisionable_pods(self) -> bool:
+        return any(is_provisionable_pod(pod) for pod in self.mirror.pending_pods())
 
     def _on_change(self, change: Change) -> None:
         if not self._leading:
@@ -205,7 +208,10 @@ class SchedulerService:
             unavailable=unavailable,
             metrics=self.metrics,
             batcher=Batcher(
-                idle_seconds=settings.batch_idle_seconds, max_seconds=settings.batch_max_seconds
+                idle_seconds=settings.batch_idle_seconds,
+                max_seconds=settings.batch_max_seconds,
+                recheck_seconds=settings.pending_pods_recheck_seconds,
+                has_pending=self._has_provisionable_pods,
             ),
             launching=self.launching,
             catalogs=catalog_indexes,

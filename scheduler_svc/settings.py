@@ -84,6 +84,13 @@ class SchedulerSettings:
     batch_max_seconds: float = field(
         default=10.0, metadata=_help("close a batch after this long, however busy")
     )
+    pending_pods_recheck_seconds: float = field(
+        default=15.0,
+        metadata=_help(
+            "solve the pending pods again after this long without a provisioning round, even"
+            " when nothing in the cluster changed"
+        ),
+    )
     # Operations
     metrics_port: int = field(default=8000, metadata=_help("Prometheus /metrics port (0: off)"))
     health_port: int = field(default=8081, metadata=_help("/healthz and /readyz port (0: off)"))
@@ -131,6 +138,11 @@ class SchedulerSettings:
 
     def __post_init__(self) -> None:
         _check(self.batch_idle_seconds > 0, "batch_idle_seconds", "must be positive")
+        _check(
+            self.pending_pods_recheck_seconds > 0,
+            "pending_pods_recheck_seconds",
+            "must be positive",
+        )
         _check(
             self.watch_inactivity_timeout_seconds > 0,
             "watch_inactivity_timeout_seconds",

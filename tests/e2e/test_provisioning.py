@@ -12,7 +12,7 @@ import pytest
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
 from actuator_svc.service import ActuatorSettings, serve
 from scheduler_svc.core.quantity import resource_units
-from tests.e2e.conftest import ON_DEMAND_SMALL, Stack, free_port
+from tests.e2e.conftest import ON_DEMAND_SMALL, Stack, free_port, pause_pod_spec
 from tests.polling import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
@@ -201,6 +201,42 @@ async def test_pods_pending_while_a_node_boots_go_to_that_node_not_a_new_claim(
             claim["metadata"]["name"]
         ]
         assert len(stack.running_instances()) == 1
+    finally:
+        kubelets.boot_seconds = 0.0
+
+
+async def test_a_pod_whose_planned_node_filled_up_is_solved_again_without_a_change(
+    stack: Stack,
+) -> None:
+    """The stranded timeline: a pod is planned onto a new claim, another pod bound straight to
+    that node (no scheduling, so no trigger) fills it while it boots, and the planned pod stays
+    Unschedulable with nothing in the cluster changing; the recheck solves it again and it runs
+    on a second node."""
+    kubelets = stack.cloud.control_plane.kubelets if stack.cloud.control_plane else None
+    assert kubelets is not None
+    kubelets.boot_seconds = 3.0
+    try:
+        await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+        await stack.start_scheduler(pending_pods_recheck_seconds=2.0)
+        [planned] = await stack.create_pods(1, cpu="250m", memory="256Mi", prefix="planned")
+        [node] = await until(lambda: stack.objects("nodes"), timeout_seconds=15)
+        # Registered but NotReady (tainted): the default-scheduler cannot bind `planned` yet.
+        filler = pause_pod_spec("1800m", "256Mi")
+        filler["nodeName"] = node["metadata"]["name"]
+        await stack.store.create(
+            "pods",
+            {"metadata": {"name": "filler", "namespace": "default"}, "spec": filler},
+            "default",
+        )
+
+        async def planned_node() -> str:
+            pods = {p["metadata"]["name"]: p for p in await stack.objects("pods", "default")}
+            pod = pods[planned]
+            running = pod.get("status", {}).get("phase") == "Running"
+            return str(pod["spec"].get("nodeName", "")) if running else ""
+
+        assert await until(planned_node, timeout_seconds=40) != node["metadata"]["name"]
+        assert len(await stack.objects("nodeclaims")) == 2
     finally:
         kubelets.boot_seconds = 0.0
 

@@ -67,3 +67,62 @@ def test_windows_must_be_ordered() -> None:
     """An idle window longer than the max window is refused."""
     with pytest.raises(ValueError, match="idle_seconds"):
         Batcher(idle_seconds=5.0, max_seconds=1.0)
+
+
+async def test_pending_pods_open_a_batch_after_the_recheck_time_without_a_trigger() -> None:
+    """With pods pending and no trigger, a batch opens recheck_seconds after the last one and
+    closes an idle window later, marked as a recheck."""
+    batcher = Batcher(
+        idle_seconds=1.0, max_seconds=10.0, recheck_seconds=15.0, has_pending=lambda: True
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    window = await batcher.wait()
+    assert window.opened_at - started == pytest.approx(15.0)
+    assert window.closed_at - started == pytest.approx(16.0)
+    assert window.recheck
+    assert window.triggers == 0
+
+
+async def test_no_recheck_batch_while_nothing_is_pending() -> None:
+    """The recheck timer opens no batch when no pod is pending; a pod pending later is picked up
+    at the next recheck time."""
+    pending = False
+    batcher = Batcher(
+        idle_seconds=1.0, max_seconds=10.0, recheck_seconds=15.0, has_pending=lambda: pending
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    waiting = asyncio.create_task(batcher.wait())
+    await asyncio.sleep(40.0)
+    assert not waiting.done()
+    pending = True
+    window = await waiting
+    assert window.opened_at - started == pytest.approx(45.0)
+    assert window.recheck
+
+
+async def test_a_trigger_before_the_recheck_time_opens_a_normal_batch() -> None:
+    """A trigger within the recheck time opens the batch at once, not marked as a recheck."""
+    batcher = Batcher(
+        idle_seconds=1.0, max_seconds=10.0, recheck_seconds=15.0, has_pending=lambda: True
+    )
+
+    async def later() -> None:
+        await asyncio.sleep(2.0)
+        batcher.trigger()
+
+    trigger = asyncio.create_task(later())
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    window = await batcher.wait()
+    await trigger
+    assert window.opened_at - started == pytest.approx(2.0)
+    assert not window.recheck
+    assert window.triggers == 1
+
+
+def test_the_recheck_time_must_be_positive() -> None:
+    """A recheck time of zero is refused."""
+    with pytest.raises(ValueError, match="recheck_seconds"):
+        Batcher(idle_seconds=1.0, max_seconds=10.0, recheck_seconds=0.0)
