@@ -327,7 +327,8 @@ class Requirements:
                 continue
             if vs.values:
                 out.append(Requirement(key, Operator.NOT_IN, tuple(sorted(vs.values))))
-            elif not vs.allows_absent and vs.greater_than is None and vs.less_than is None:
+            # NotIn alone admits a node without the label; a set that does not says Exists too.
+            if not vs.allows_absent and vs.greater_than is None and vs.less_than is None:
                 out.append(Requirement(key, Operator.EXISTS))
             if vs.greater_than is not None:
                 out.append(Requirement(key, Operator.GT, (str(vs.greater_than),)))

@@ -262,6 +262,26 @@ def test_nodes_limit() -> None:
     assert result.unschedulable[0].reason == "NodePool default limit nodes=1 reached"
 
 
+@pytest.mark.parametrize("label", ["daiku.dev/nodepool", "karpenter.sh/nodepool"])
+def test_nodes_limit_counts_existing_nodes(label: str) -> None:
+    """Two full nodes of a NodePool with limits.nodes=2 leave no room for a third claim."""
+    nodes = tuple(
+        Node(
+            f"n{i}",
+            {label: "default"},
+            allocatable=Resources(2000, 4 * GIB, 110),
+            pods=(pod(f"busy{i}", 1.5, 1),),
+        )
+        for i in range(2)
+    )
+    pool = NodePool("default", limits=NodePoolLimits(nodes=2))
+    result = run([pod("p", 1.5, 1)], CATALOG, [pool], nodes=nodes)
+    assert result.new_claims == ()
+    assert result.unschedulable[0].reason == "NodePool default limit nodes=2 reached"
+    other = NodePool("default", limits=NodePoolLimits(nodes=3))
+    assert len(run([pod("p", 1.5, 1)], CATALOG, [other], nodes=nodes).new_claims) == 1
+
+
 def test_init_container_larger_than_containers_sets_request() -> None:
     """An init container asking 3 cpu makes a 1-cpu pod need 3 cpu (medium, not small)."""
     p = Pod(
