@@ -30,8 +30,8 @@ class InstanceShape:
     memory_mib: int
     max_enis: int
     ipv4_per_eni: int
-    gpus: int = 0
-    gpu_resource: str = "nvidia.com/gpu"
+    # Device resources the node advertises (nvidia.com/gpu, aws.amazon.com/neuron, ...), by name.
+    devices: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def capacity(
 ) -> NodeResources:
     """What the node reports as capacity: the instance less what the hypervisor keeps."""
     kubelet = kubelet or KubeletSettings()
-    extended = {shape.gpu_resource: shape.gpus} if shape.gpus else {}
+    extended = {name: count for name, count in sorted(shape.devices.items()) if count}
     return NodeResources(
         cpu_millis=shape.vcpus * 1000,
         memory_bytes=shape.memory_mib * MIB - vm_overhead_memory_bytes(shape),

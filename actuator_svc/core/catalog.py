@@ -36,7 +36,8 @@ PREVIOUS_GENERATION_FAMILIES: Final = frozenset(
     {"a1", "c1", "c3", "c4", "cc2", "cg1", "cr1", "d2", "g2", "g3", "g3s", "hi1", "hs1", "i2",
      "m1", "m2", "m3", "m4", "p2", "p3", "r3", "r4", "t1", "t2", "x1", "x1e"}
 )  # fmt: skip
-_FAMILY = re.compile(r"^(?P<category>[a-z]+?)(?P<generation>\d+)(?P<options>[a-z\-]*)$")
+# Category and generation as Karpenter's AWS provider reads them ("u-6tb1.metal": u, 1).
+_FAMILY = re.compile(r"^(?P<category>[a-z]+)(-[0-9]+tb)?(?P<generation>[0-9]+).*\.")
 
 
 class InstanceTypeDataError(ValueError):
@@ -72,31 +73,79 @@ def is_current_generation(instance_type: str) -> bool:
     return instance_type.split(".", 1)[0] not in PREVIOUS_GENERATION_FAMILIES
 
 
+# GPU manufacturers -> the device plugin's resource name (Karpenter's AWS provider's mapping).
+_GPU_RESOURCES: Final = {
+    "nvidia": "nvidia.com/gpu",
+    "amd": "amd.com/gpu",
+    "habana": "habana.ai/gaudi",
+}
+NEURON_RESOURCE: Final = "aws.amazon.com/neuron"
+NEURON_CORE_RESOURCE: Final = "aws.amazon.com/neuroncore"
+EFA_RESOURCE: Final = "vpc.amazonaws.com/efa"
+
+
+def devices_of(description: Mapping[str, Any]) -> dict[str, int]:
+    """Device resources a node of this type advertises: GPUs by manufacturer, Neuron devices
+    and cores (Inferentia, Trainium), EFA interfaces; as Karpenter's AWS provider counts them."""
+    devices: dict[str, int] = {}
+    for gpu in description.get("GpuInfo", {}).get("Gpus", []):
+        resource = _GPU_RESOURCES.get(str(gpu.get("Manufacturer", "")).lower())
+        if resource:
+            devices[resource] = devices.get(resource, 0) + int(gpu.get("Count", 0))
+    neuron = description.get("NeuronInfo", {}).get("NeuronDevices", [])
+    if neuron:
+        devices[NEURON_RESOURCE] = sum(int(d.get("Count", 0)) for d in neuron)
+        # Karpenter counts cores from the first device entry (types have one).
+        first = neuron[0]
+        devices[NEURON_CORE_RESOURCE] = int(first.get("Count", 0)) * int(
+            first.get("CoreInfo", {}).get("Count", 0)
+        )
+    efa = description.get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces")
+    if efa:
+        devices[EFA_RESOURCE] = int(efa)
+    return {name: count for name, count in sorted(devices.items()) if count}
+
+
 def shape_of(description: Mapping[str, Any]) -> InstanceShape:
     """The hardware figures allocatable needs, from a DescribeInstanceTypes entry."""
     name = str(description.get("InstanceType", ""))
     try:
         network = description["NetworkInfo"]
-        gpus = description.get("GpuInfo", {}).get("Gpus", [])
-        manufacturer = str(gpus[0].get("Manufacturer", "")).lower() if gpus else ""
         return InstanceShape(
             name=name,
             vcpus=int(description["VCpuInfo"]["DefaultVCpus"]),
             memory_mib=int(description["MemoryInfo"]["SizeInMiB"]),
             max_enis=int(network["MaximumNetworkInterfaces"]),
             ipv4_per_eni=int(network["Ipv4AddressesPerInterface"]),
-            gpus=sum(int(g.get("Count", 0)) for g in gpus),
-            gpu_resource="amd.com/gpu" if manufacturer == "amd" else "nvidia.com/gpu",
+            devices=devices_of(description),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InstanceTypeDataError(f"{name}: missing or malformed field {exc}") from exc
 
 
+def _kebab(text: object) -> str:
+    """Karpenter's label spelling of an EC2 name: lower case, spaces as dashes (a label value
+    cannot hold a space: "RTX PRO 4500" -> "rtx-pro-4500")."""
+    return str(text).lower().replace(" ", "-")
+
+
+def _flag(value: object) -> str:
+    """A boolean as Karpenter writes it in a label ("true" / "false")."""
+    return "true" if value is True else "false"
+
+
 def labels_of(description: Mapping[str, Any]) -> dict[str, str]:
-    """Well-known and Karpenter instance labels for a DescribeInstanceTypes entry."""
+    """Every instance label Karpenter's AWS provider puts on a node of this type.
+
+    A label is left out when the type has no such feature (no GPU, no accelerator, no local
+    NVMe, ...): a pod requiring it then cannot land on the type, as with Karpenter, where the
+    type's requirement on that label is DoesNotExist.
+    """
     name = str(description["InstanceType"])
     family, _, size = name.partition(".")
     shape = shape_of(description)
+    processor = description.get("ProcessorInfo", {})
+    network = description.get("NetworkInfo", {})
     labels = {
         ARCH_LABEL: _KUBE_ARCH[architecture_of(description)],
         OS_LABEL: "linux",
@@ -106,31 +155,76 @@ def labels_of(description: Mapping[str, Any]) -> dict[str, str]:
         _AWS + "instance-cpu": str(shape.vcpus),
         _AWS + "instance-memory": str(shape.memory_mib),
         _AWS + "instance-hypervisor": str(description.get("Hypervisor", "")),
+        _AWS + "instance-encryption-in-transit-supported": _flag(
+            network.get("EncryptionInTransitSupported")
+        ),
+        _AWS + "instance-nitro-enclaves-supported": _flag(
+            description.get("NitroEnclavesSupport") == "supported"
+        ),
+        _AWS + "instance-capability-flex": _flag("-flex" in family),
+        # daiku launches default tenancy only.
+        _AWS + "instance-tenancy": "default",
     }
-    match = _FAMILY.match(family)
+    match = _FAMILY.match(name)
     if match:
         labels[_AWS + "instance-category"] = match["category"]
         labels[_AWS + "instance-generation"] = match["generation"]
-    manufacturer = description.get("ProcessorInfo", {}).get("Manufacturer")
-    if manufacturer:
-        labels[_AWS + "instance-cpu-manufacturer"] = str(manufacturer).lower()
-    gpus = description.get("GpuInfo", {}).get("Gpus", [])
-    if gpus:
-        labels[_AWS + "instance-gpu-count"] = str(shape.gpus)
-        labels[_AWS + "instance-gpu-name"] = str(gpus[0].get("Name", "")).lower()
-        labels[_AWS + "instance-gpu-manufacturer"] = str(gpus[0].get("Manufacturer", "")).lower()
-        labels[_AWS + "instance-gpu-memory"] = str(
-            gpus[0].get("MemoryInfo", {}).get("SizeInMiB", 0)
+    if processor.get("Manufacturer"):
+        labels[_AWS + "instance-cpu-manufacturer"] = _kebab(processor["Manufacturer"])
+    if processor.get("SustainedClockSpeedInGhz"):
+        labels[_AWS + "instance-cpu-sustained-clock-speed-mhz"] = str(
+            round(float(processor["SustainedClockSpeedInGhz"]) * 1000)
         )
-    storage = description.get("InstanceStorageInfo", {}).get("TotalSizeInGB")
-    if storage:
-        labels[_AWS + "instance-local-nvme"] = str(storage)
-    bandwidth = description.get("NetworkInfo", {}).get("NetworkCards", [{}])[0]
+    labels.update(_gpu_labels(description))
+    labels.update(_accelerator_labels(description))
+    storage = description.get("InstanceStorageInfo", {})
+    if storage.get("TotalSizeInGB") and storage.get("NvmeSupport") != "unsupported":
+        labels[_AWS + "instance-local-nvme"] = str(storage["TotalSizeInGB"])
+    bandwidth = network.get("NetworkCards", [{}])[0]
     if bandwidth.get("BaselineBandwidthInGbps"):
         labels[_AWS + "instance-network-bandwidth"] = str(
-            int(float(bandwidth["BaselineBandwidthInGbps"]) * 1000)
+            round(float(bandwidth["BaselineBandwidthInGbps"]) * 1000)
+        )
+    ebs = description.get("EbsInfo", {})
+    if ebs.get("EbsOptimizedSupport") == "default" and ebs.get("EbsOptimizedInfo"):
+        labels[_AWS + "instance-ebs-bandwidth"] = str(
+            ebs["EbsOptimizedInfo"]["MaximumBandwidthInMbps"]
         )
     return {k: v for k, v in labels.items() if v != ""}
+
+
+def _gpu_labels(description: Mapping[str, Any]) -> dict[str, str]:
+    """instance-gpu-*: set when the type has exactly one kind of GPU (as Karpenter does)."""
+    gpus = description.get("GpuInfo", {}).get("Gpus", [])
+    if len(gpus) != 1:
+        return {}
+    gpu = gpus[0]
+    return {
+        _AWS + "instance-gpu-name": _kebab(gpu.get("Name", "")),
+        _AWS + "instance-gpu-manufacturer": _kebab(gpu.get("Manufacturer", "")),
+        _AWS + "instance-gpu-count": str(gpu.get("Count", 0)),
+        _AWS + "instance-gpu-memory": str(gpu.get("MemoryInfo", {}).get("SizeInMiB", 0)),
+    }
+
+
+def _accelerator_labels(description: Mapping[str, Any]) -> dict[str, str]:
+    """instance-accelerator-*: a Neuron device (Inferentia, Trainium: manufacturer aws), else
+    the one inference accelerator DescribeInstanceTypes lists."""
+    neuron = description.get("NeuronInfo", {}).get("NeuronDevices", [])
+    if len(neuron) == 1:
+        name, manufacturer, count = neuron[0].get("Name", ""), "aws", neuron[0].get("Count", 0)
+    else:
+        accelerators = description.get("InferenceAcceleratorInfo", {}).get("Accelerators", [])
+        if neuron or len(accelerators) != 1:
+            return {}
+        accelerator = accelerators[0]
+        name, manufacturer = accelerator.get("Name", ""), accelerator.get("Manufacturer", "")
+        count = accelerator.get("Count", 0)
+    return {
+        _AWS + "instance-accelerator-name": _kebab(name),
+        _AWS + "instance-accelerator-manufacturer": _kebab(manufacturer),
+        _AWS + "instance-accelerator-count": str(count),
+    }
 
 
 def build_catalog(

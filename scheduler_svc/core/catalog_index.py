@@ -26,6 +26,7 @@ from scheduler_svc.core.model import (
 from scheduler_svc.core.requirements import (
     CAPACITY_TYPE_ON_DEMAND,
     CAPACITY_TYPE_SPOT,
+    INSTANCE_LABEL_PREFIX,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
     LABEL_ZONE,
@@ -145,7 +146,10 @@ class CatalogIndex:
         """Types (with an available offering) that can satisfy ``requirements``.
 
         Keys no instance type carries (NodePool labels, custom keys) are left to the caller:
-        a launched node gets them from its NodePool.
+        a launched node gets them from its NodePool. An instance label
+        (``karpenter.k8s.aws/instance-*``) that no type in this catalog carries is absent on
+        every type, as Karpenter's instance types say DoesNotExist for it: requiring it rules
+        them all out.
         """
         cached = self._requirement_cache.get(requirements)
         if cached is not None:
@@ -158,6 +162,8 @@ class CatalogIndex:
                 continue
             by_value = self.label_index.get(key)
             if by_value is None:
+                if key.startswith(INSTANCE_LABEL_PREFIX) and not value_set.allows_absent:
+                    bits = 0
                 continue
             allowed = 0
             carrying = 0
