@@ -40,7 +40,14 @@ from scheduler_svc.core.model import (
     WhenUnsatisfiable,
 )
 from scheduler_svc.core.quantity import QuantityError, resource_units
-from scheduler_svc.core.requirements import Operator, Requirement, RequirementError
+from scheduler_svc.core.requirements import (
+    LABEL_HOSTNAME,
+    LABEL_KARPENTER_NODEPOOL,
+    LABEL_NODEPOOL,
+    Operator,
+    Requirement,
+    RequirementError,
+)
 from scheduler_svc.core.taints import Taint, TaintEffect, Toleration
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.resources import KubeObject
@@ -48,6 +55,10 @@ from scheduler_svc.kube.resources import KubeObject
 # Quantities repeat across pods of one workload ("500m", "512Mi"); exact parsing goes through
 # Fractions, so memoize it: a 10,000-pod first snapshot converts about 2x faster.
 _resource_units = lru_cache(maxsize=4096)(resource_units)
+# kubelet's default --max-pods.
+_DEFAULT_MAX_PODS = 110
+# Labels daiku (like Karpenter) sets on each node itself: a NodePool may not require them.
+RESTRICTED_NODEPOOL_KEYS = frozenset({LABEL_HOSTNAME, LABEL_NODEPOOL, LABEL_KARPENTER_NODEPOOL})
 
 
 class _Reader:
@@ -91,6 +102,12 @@ class _Reader:
             raise self.error(field, f"expected a string, got {type(value).__name__}")
         return value
 
+    def required_text(self, value: Any, field: str) -> str:
+        """A string that must be present and non-empty (a key, a topologyKey)."""
+        if value is None or value == "":
+            raise self.error(field, "required")
+        return self.text(value, field)
+
     def integer(self, value: Any, field: str, *, default: int | None = None) -> int:
         if value is None and default is not None:
             return default
@@ -111,14 +128,17 @@ class _Reader:
             if isinstance(quantity, bool) or not isinstance(quantity, str | int | float):
                 raise self.error(f"{field}.{resource}", f"{quantity!r} is not a quantity")
             try:
-                amounts[resource] = _resource_units(resource, quantity)
+                amount = _resource_units(resource, quantity)
             except QuantityError as error:
                 raise self.error(f"{field}.{resource}", str(error)) from error
+            if amount < 0:
+                raise self.error(f"{field}.{resource}", f"{quantity!r} is negative")
+            amounts[resource] = amount
         return amounts
 
     def requirement(self, value: Any, field: str) -> Requirement:
         term = self.mapping(value, field)
-        key = self.text(term.get("key"), f"{field}.key")
+        key = self.required_text(term.get("key"), f"{field}.key")
         operator_text = self.text(term.get("operator"), f"{field}.operator")
         try:
             operator = Operator(operator_text)
@@ -134,6 +154,9 @@ class _Reader:
         min_values = term.get("minValues")
         if min_values is not None:
             min_values = self.integer(min_values, f"{field}.minValues")
+            if min_values < 1:
+                # Karpenter's CRD: minimum 1 (0 would mean "no minimum", which is leaving it out).
+                raise self.error(f"{field}.minValues", f"must be at least 1, got {min_values}")
         try:
             return Requirement(key, operator, values, min_values)
         except RequirementError as error:
@@ -148,7 +171,7 @@ class _Reader:
     def taint(self, value: Any, field: str) -> Taint:
         taint = self.mapping(value, field)
         return Taint(
-            key=self.text(taint.get("key"), f"{field}.key"),
+            key=self.required_text(taint.get("key"), f"{field}.key"),
             effect=self.effect(taint.get("effect"), f"{field}.effect"),
             value=self.text(taint.get("value"), f"{field}.value", default=""),
         )
@@ -189,9 +212,11 @@ def pod_from_k8s(obj: KubeObject, *, volume_zones: Iterable[str] = ()) -> Pod:
     )
 
 
-def daemonset_pod_from_k8s(obj: KubeObject) -> Pod:
-    """The pod a DaemonSet would run on every node it selects (from spec.template)."""
-    reader = _Reader(obj, "DaemonSet")
+def template_pod_from_k8s(obj: KubeObject, kind: str = "DaemonSet") -> Pod:
+    """The pod a workload's spec.template describes, named after the workload: what a
+    DaemonSet runs on every node it selects, or (in `daiku plan`) each replica of a Deployment,
+    ReplicaSet, StatefulSet or Job before its controller names it. Errors name the workload."""
+    reader = _Reader(obj, kind)
     template = reader.mapping(
         reader.mapping(obj.get("spec"), "spec").get("template"), "spec.template"
     )
@@ -203,6 +228,11 @@ def daemonset_pod_from_k8s(obj: KubeObject) -> Pod:
         labels=reader.strings(template_metadata.get("labels"), "spec.template.metadata.labels"),
         volume_zones=(),
     )
+
+
+def daemonset_pod_from_k8s(obj: KubeObject) -> Pod:
+    """The pod a DaemonSet would run on every node it selects (from spec.template)."""
+    return template_pod_from_k8s(obj, "DaemonSet")
 
 
 def _pod_from_spec(
@@ -333,7 +363,7 @@ def _spread(reader: _Reader, value: Any, at: str) -> TopologySpreadConstraint:
         raise reader.error(f"{at}.whenUnsatisfiable", f"unknown value {when!r}") from error
     min_domains = constraint.get("minDomains")
     return TopologySpreadConstraint(
-        topology_key=reader.text(constraint.get("topologyKey"), f"{at}.topologyKey"),
+        topology_key=reader.required_text(constraint.get("topologyKey"), f"{at}.topologyKey"),
         max_skew=reader.integer(constraint.get("maxSkew"), f"{at}.maxSkew", default=1),
         when_unsatisfiable=when_unsatisfiable,
         label_selector=reader.label_selector(
@@ -362,7 +392,7 @@ def _spread(reader: _Reader, value: Any, at: str) -> TopologySpreadConstraint:
 def _pod_affinity_term(reader: _Reader, value: Any, at: str) -> PodAffinityTerm:
     term = reader.mapping(value, at)
     return PodAffinityTerm(
-        topology_key=reader.text(term.get("topologyKey"), f"{at}.topologyKey"),
+        topology_key=reader.required_text(term.get("topologyKey"), f"{at}.topologyKey"),
         label_selector=reader.label_selector(term.get("labelSelector"), f"{at}.labelSelector")
         or LabelSelector(),
         namespaces=tuple(
@@ -438,13 +468,18 @@ def node_from_k8s(obj: KubeObject, *, pods: Iterable[Pod] = ()) -> Node:
     spec = reader.mapping(obj.get("spec"), "spec")
     status = reader.mapping(obj.get("status"), "status")
     capacity = reader.resources(status.get("capacity"), "status.capacity")
+    # What a kubelet always reports, a hand-written Node (`daiku plan`) may leave out: a
+    # resource missing from allocatable is its capacity, and pods default to kubelet's maxPods.
+    allocatable = {
+        "pods": _DEFAULT_MAX_PODS,
+        **capacity,
+        **reader.resources(status.get("allocatable"), "status.allocatable"),
+    }
     return Node(
         name=reader.name,
         labels=reader.strings(reader.metadata.get("labels"), "metadata.labels"),
         taints=reader.taints(spec.get("taints"), "spec.taints"),
-        allocatable=Resources.from_mapping(
-            reader.resources(status.get("allocatable"), "status.allocatable")
-        ),
+        allocatable=Resources.from_mapping(allocatable),
         capacity=Resources.from_mapping(capacity) if capacity else None,
         pods=tuple(pods),
     )
@@ -487,11 +522,18 @@ def nodepool_from_k8s(obj: KubeObject) -> NodePool:
     template_spec = reader.mapping(template.get("spec"), "spec.template.spec")
     limits_field = reader.mapping(spec.get("limits"), "spec.limits")
     limits = reader.resources(limits_field, "spec.limits")
+    requirements = reader.requirements(
+        template_spec.get("requirements"), "spec.template.spec.requirements"
+    )
+    for i, requirement in enumerate(requirements):
+        if requirement.key in RESTRICTED_NODEPOOL_KEYS:
+            raise reader.error(
+                f"spec.template.spec.requirements[{i}].key",
+                f"{requirement.key} is restricted: daiku sets it on each node itself",
+            )
     return NodePool(
         name=reader.name,
-        requirements=reader.requirements(
-            template_spec.get("requirements"), "spec.template.spec.requirements"
-        ),
+        requirements=requirements,
         labels=reader.strings(template_metadata.get("labels"), "spec.template.metadata.labels"),
         taints=reader.taints(template_spec.get("taints"), "spec.template.spec.taints"),
         startup_taints=reader.taints(

@@ -23,7 +23,6 @@ RESOURCE_EXHAUSTED from a launch deletes the claim and marks its offerings: the 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -56,10 +55,8 @@ from scheduler_svc.kube.resources import (
     resource_version_of,
 )
 from scheduler_svc.kube.writer import (
-    UNREGISTERED_TAINT_KEY,
     KubeWriter,
     conditions_of,
-    is_condition_true,
     parse_timestamp,
     utc_now,
 )
@@ -77,14 +74,6 @@ from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
 log = structlog.get_logger(__name__)
 
 _EVENT_MEMORY = 20_000
-_EPHEMERAL_TAINT_KEYS = frozenset(
-    {
-        UNREGISTERED_TAINT_KEY,
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-    }
-)
 _EVENT_CONCURRENCY = 16
 # Retrying a round whose catalog was unavailable: 1, 2, 4 … seconds, capped.
 _CATALOG_RETRY_FIRST_SECONDS = 1.0
@@ -273,9 +262,7 @@ class Provisioner:
         self.rounds += 1
         result = RoundResult()
         started = self._clock()
-        snapshot = self._without_ephemeral_taints(
-            self._snapshotter.snapshot(pod_filter=is_provisionable_pod)
-        )
+        snapshot = self._snapshotter.snapshot(pod_filter=is_provisionable_pod)
         result.timings["snapshot"] = self._clock() - started
         result.pending_pods = len(snapshot.pending_pods)
         pools = await self._valid_pools(snapshot.nodepools, snapshot.invalid, result)
@@ -361,38 +348,6 @@ class Provisioner:
             unschedulable.update(left)
             remaining = [pods_by_key[k] for k in left if k in pods_by_key]
         return plans, placements, unschedulable
-
-    def _without_ephemeral_taints(self, snapshot: CoreSnapshot) -> CoreSnapshot:
-        """Nodes of claims not yet initialized, without the taints that only mean "starting"
-        (not-ready, unregistered, the claim's startup taints), as Karpenter counts them: their
-        pods are coming, so no second claim is launched for them while a node boots."""
-        starting: dict[str, set[str]] = {}
-        for claim in self._mirror.objects(NODE_CLAIMS).values():
-            status = claim.get("status") or {}
-            node_name = status.get("nodeName")
-            provider_id = status.get("providerID")
-            if not node_name and provider_id:
-                node = self._mirror.node_by_provider_id(provider_id)
-                node_name = ((node or {}).get("metadata") or {}).get("name")
-            if not node_name or is_condition_true(claim, "Initialized"):
-                continue
-            startup = {
-                str(t.get("key"))
-                for t in (claim.get("spec") or {}).get("startupTaints") or []
-                if isinstance(t, dict)
-            }
-            starting[str(node_name)] = startup | _EPHEMERAL_TAINT_KEYS
-        if not starting:
-            return snapshot
-        nodes = tuple(
-            dataclasses.replace(
-                node, taints=tuple(t for t in node.taints if t.key not in starting[node.name])
-            )
-            if node.name in starting and not node.is_in_flight
-            else node
-            for node in snapshot.nodes
-        )
-        return dataclasses.replace(snapshot, nodes=nodes)
 
     async def _valid_pools(
         self,

@@ -8,17 +8,26 @@ of an unchanged 10,000-pod cluster therefore costs tuple building, not conversio
 the mirror's (`ClusterMirror.derived`, emptied of an object when it changes): every snapshotter
 of one mirror shares it, so the models exist once however many controllers solve.
 
+A node still starting (its NodeClaim not Initialized; for a Node without a NodeClaim, as
+`daiku plan` may be given: labelled with a NodePool and not `karpenter.sh/initialized=true`)
+counts without the taints that only mean "starting": not-ready, unreachable, uninitialized,
+unregistered and its startup taints (the claim's, else its NodePool's), as Karpenter's
+`StateNode.Taints()` does; its pods are coming, so no second claim is launched for them while
+it boots.
+
 Objects that cannot be converted are left out and listed in `invalid` (each error names kind,
 object and field) so the caller can report them (events, NodePool status) and carry on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from scheduler_svc.core.model import Node, NodePool, Pod
+from scheduler_svc.core.requirements import LABEL_KARPENTER_NODEPOOL, LABEL_NODEPOOL
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.convert import (
     daemonset_pod_from_k8s,
@@ -37,10 +46,21 @@ from scheduler_svc.kube.resources import (
     PERSISTENT_VOLUMES,
     KubeObject,
 )
+from scheduler_svc.kube.writer import UNREGISTERED_TAINT_KEY, is_condition_true
 from scheduler_svc.state.cluster import ClusterMirror, is_pending_pod
 
 _Model = TypeVar("_Model")
 _TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
+LABEL_INITIALIZED = "karpenter.sh/initialized"
+# Taints a node carries only while it starts (Karpenter's known ephemeral taints).
+EPHEMERAL_TAINT_KEYS = frozenset(
+    {
+        UNREGISTERED_TAINT_KEY,
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +125,36 @@ class CoreSnapshotter:
         cache[id(obj)] = (obj, result)
         return result
 
+    def _starting_taint_keys(self, nodepools: list[NodePool]) -> dict[str, frozenset[str]]:
+        """Node name -> taint keys that do not count while the node starts (module docstring)."""
+        mirror = self._mirror
+        starting: dict[str, frozenset[str]] = {}
+        claimed: set[str] = set()
+        if NODE_CLAIMS in mirror.resources:
+            for claim in mirror.objects(NODE_CLAIMS).values():
+                status = claim.get("status") or {}
+                node_name = status.get("nodeName")
+                provider_id = status.get("providerID")
+                if not node_name and provider_id:
+                    node = mirror.node_by_provider_id(provider_id)
+                    node_name = ((node or {}).get("metadata") or {}).get("name")
+                if not node_name:
+                    continue
+                claimed.add(str(node_name))
+                if not is_condition_true(claim, "Initialized"):
+                    startup = _taint_keys((claim.get("spec") or {}).get("startupTaints"))
+                    starting[str(node_name)] = frozenset(startup) | EPHEMERAL_TAINT_KEYS
+        pools: Mapping[str, NodePool] = {p.name: p for p in nodepools}
+        for name, node_obj in mirror.objects(NODES).items():
+            labels = (node_obj.get("metadata") or {}).get("labels") or {}
+            pool_name = labels.get(LABEL_NODEPOOL) or labels.get(LABEL_KARPENTER_NODEPOOL)
+            if name in claimed or not pool_name or labels.get(LABEL_INITIALIZED) == "true":
+                continue
+            pool = pools.get(pool_name)
+            startup = {t.key for t in pool.startup_taints} if pool is not None else set()
+            starting[name] = frozenset(startup) | EPHEMERAL_TAINT_KEYS
+        return starting
+
     def snapshot(
         self, *, pod_filter: Callable[[KubeObject], bool] = is_pending_pod
     ) -> CoreSnapshot:
@@ -150,6 +200,8 @@ class CoreSnapshotter:
             if pod_filter(obj) and (model := pod_model(obj)) is not None
         )
 
+        nodepools = models(NODE_POOLS, nodepool_from_k8s) if NODE_POOLS in mirror.resources else []
+        starting = self._starting_taint_keys(nodepools)
         nodes: list[Node] = []
         registered_provider_ids: set[str] = set()
         for node_obj in mirror.objects(NODES).values():
@@ -166,6 +218,11 @@ class CoreSnapshotter:
             if isinstance(bare, InvalidObjectError):
                 invalid.append(bare)
                 continue
+            if name in starting:
+                ignored = starting[name]
+                bare = dataclasses.replace(
+                    bare, taints=tuple(t for t in bare.taints if t.key not in ignored)
+                )
             nodes.append(_with_pods(bare, pods))
 
         if NODE_CLAIMS in mirror.resources:
@@ -179,7 +236,6 @@ class CoreSnapshotter:
                 else:
                     nodes.append(result)
 
-        nodepools = models(NODE_POOLS, nodepool_from_k8s) if NODE_POOLS in mirror.resources else []
         daemonsets = (
             models(DAEMON_SETS, daemonset_pod_from_k8s) if DAEMON_SETS in mirror.resources else []
         )
@@ -191,6 +247,14 @@ class CoreSnapshotter:
             daemonsets=tuple(daemonsets),
             invalid=tuple(invalid),
         )
+
+
+def _taint_keys(taints: object) -> set[str]:
+    return (
+        {str(t.get("key")) for t in taints if isinstance(t, dict)}
+        if isinstance(taints, list)
+        else set()
+    )
 
 
 def _with_pods(node: Node, pods: tuple[Pod, ...]) -> Node:
