@@ -20,7 +20,8 @@ from typing import Any, Final
 import jsonpatch
 import jsonpointer
 
-from localcloud.kube.errors import BadRequest, Invalid
+from localcloud.kube.errors import BadRequest, Invalid, UnsupportedMediaType
+from localcloud.kube.resources import ResourceType
 
 # field name -> merge key, from the `patchMergeKey` struct tags of k8s.io/api. Node
 # `spec.taints` has none (it is atomic): a strategic patch replaces the whole list.
@@ -168,3 +169,22 @@ def _apply_order(field: str, items: list[Any], order: list[Any]) -> list[Any]:
     ordered = [i for w in wanted for i in items if identity(i) == w]
     rest = [i for i in items if identity(i) not in wanted]
     return ordered + rest
+
+
+def apply_patch(rt: ResourceType, old: dict[str, Any], body: Any, patch_type: str) -> Any:
+    """Apply a patch of `patch_type` (merge | json | strategic) to a copy of `old`."""
+    if patch_type == "json":
+        return json_patch(old, body)
+    if not isinstance(body, dict):
+        raise BadRequest(f"a {patch_type} patch must be a JSON object")
+    if patch_type == "merge":
+        return merge_patch(old, body)
+    if patch_type == "strategic":
+        if not rt.strategic_patch:
+            raise UnsupportedMediaType(
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json-patch+json, application/merge-patch+json, "
+                "application/apply-patch+yaml"
+            )
+        return strategic_merge_patch(old, body)
+    raise UnsupportedMediaType(f"unsupported patch type {patch_type!r}")
