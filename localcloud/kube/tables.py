@@ -2,16 +2,18 @@
 
 kubectl sends `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` and prints the cells it
 gets back; columns with priority 1 appear only with `-o wide`. The columns follow kube-apiserver's
-printers for the built-ins, and a CRD's `additionalPrinterColumns` (simple `.a.b` JSONPaths)
-for custom resources.
+printers for the built-ins, and a CRD's `additionalPrinterColumns` (Kubernetes JSONPath, with
+filters and escaped dots: `localcloud.kube.jsonpath`) for custom resources.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from localcloud.kube import jsonpath
 from localcloud.kube.resources import ResourceType
 from localcloud.kube.selectors import label_selector_to_string
 
@@ -362,25 +364,26 @@ PRINTERS: dict[str, tuple[list[JsonObject], Printer]] = {
 }
 
 
-def _json_path(obj: Any, path: str) -> Any:
-    """Evaluate the simple JSONPaths CRDs use (`.spec.nodeClassRef.name`, `.status.x[0]`)."""
-    current = obj
-    for part in path.strip().lstrip(".").replace("[", ".[").split("."):
-        if not part:
-            continue
-        if part.startswith("[") and part.endswith("]"):
-            index = part[1:-1]
-            if isinstance(current, list) and index.lstrip("-").isdigit():
-                try:
-                    current = current[int(index)]
-                except IndexError:
-                    return None
-                continue
-            return None
-        if not isinstance(current, dict):
-            return None
-        current = current.get(part)
-    return current
+def _cell(column_type: str, value: Any, now: datetime) -> Any:  # noqa: PLR0911 - one per type
+    """A printer-column cell as the apiextensions apiserver renders it (null when the value
+    does not fit the column's type; kubectl shows `<none>`)."""
+    if value is None:
+        return None
+    if column_type == "string":
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return json.dumps(value, separators=(",", ":")) if isinstance(value, dict | list) else value
+    if column_type == "date":
+        return since(value, now) if isinstance(value, str) else None
+    if column_type == "integer":
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if column_type == "number":
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if column_type == "boolean":
+        return value if isinstance(value, bool) else None
+    return value
 
 
 def _custom_columns(rt: ResourceType) -> tuple[list[JsonObject], Printer]:
@@ -404,12 +407,8 @@ def _custom_columns(rt: ResourceType) -> tuple[list[JsonObject], Printer]:
     def row(obj: JsonObject, now: datetime) -> Row:
         cells: Row = [obj["metadata"]["name"]]
         for spec in specs:
-            value = _json_path(obj, str(spec.get("jsonPath", "")))
-            if spec.get("type") == "date" and isinstance(value, str):
-                value = since(value, now)
-            elif isinstance(value, dict | list):
-                value = str(value)
-            cells.append("<none>" if value is None else value)
+            value = jsonpath.first(obj, str(spec.get("jsonPath", "")))
+            cells.append(_cell(str(spec.get("type", "string")), value, now))
         if not has_age:
             cells.append(age(obj, now))
         return cells

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from localcloud.kube.errors import NotFound
 from localcloud.kube.server import KubeApiServer
@@ -379,6 +380,55 @@ async def test_daiku_crds_and_examples_apply_with_schema_defaults(
     assert "notAField" not in bare["spec"]
     assert bare["spec"]["disruption"]["consolidationPolicy"] == "WhenEmptyOrUnderutilized"
     assert bare["spec"]["template"]["spec"]["expireAfter"] == "720h"
+
+
+async def test_daiku_printer_columns_render_filters_and_escaped_dots(
+    kube: KubeApiServer, kubectl: Kubectl
+) -> None:
+    """`kubectl get nodeclaims` shows type, capacity, zone and ready (escaped-dot label paths
+    and `[?(@.type=="Ready")]` filters); NodePools and EC2NodeClasses show READY."""
+    await kubectl("apply", "-f", str(REPO / "deploy" / "crds"))
+    for example in ("nodepool-default.yaml", "ec2nodeclass-default.yaml", "nodeclaim.yaml"):
+        await kubectl("apply", "-f", str(REPO / "deploy" / "examples" / example))
+    claim = yaml.safe_load((REPO / "deploy" / "examples" / "nodeclaim.yaml").read_text())
+    await kube.store.patch(
+        "nodeclaims.daiku.dev",
+        "default-x7k2p",
+        {"status": claim["status"]},
+        subresource="status",
+    )
+    ready = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Ready",
+                "message": "",
+                "lastTransitionTime": "2026-11-25T21:00:00Z",
+            }
+        ]
+    }
+    await kube.store.patch(
+        "nodepools.daiku.dev", "default", {"status": ready}, subresource="status"
+    )
+    await kube.store.patch(
+        "ec2nodeclasses.daiku.dev", "default", {"status": ready}, subresource="status"
+    )
+
+    claims = (await kubectl("get", "nodeclaims")).stdout.splitlines()
+    assert claims[0].split() == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+    assert claims[1].split()[:6] == [
+        "default-x7k2p",
+        "m6g.large",
+        "spot",
+        "us-west-2a",
+        "ip-10-0-1-23.us-west-2.compute.internal",
+        "True",
+    ]
+    for kind in ("nodepools", "ec2nodeclasses"):
+        lines = (await kubectl("get", kind)).stdout.splitlines()
+        start = lines[0].index("READY")  # kubectl aligns cells under their header
+        assert lines[1][start:].split()[0] == "True", lines
 
 
 async def test_invalid_custom_objects_are_refused(
