@@ -37,7 +37,8 @@ def test_filter_selects_the_matching_list_element() -> None:
 
 
 def test_indexes_slices_wildcards_and_recursive_descent() -> None:
-    """Array indexes (negative too), slices, `[*]`, bracketed names and `..` as client-go reads them."""
+    """Array indexes (negative too), slices, `[*]`, bracketed names and `..` as client-go
+    reads them."""
     assert jsonpath.find(CLAIM, ".status.conditions[-1].type") == ["Ready"]
     assert jsonpath.find(CLAIM, ".status.conditions[0:1].type") == ["Launched"]
     assert jsonpath.find(CLAIM, ".status.conditions[*].type") == ["Launched", "Ready"]
