@@ -7,12 +7,14 @@ constraint is already parsed (``scheduler_svc.kube`` or ``daiku plan`` convert a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from scheduler_svc.core.requirements import (
+    LABEL_ALIASES,
     LABEL_KARPENTER_NODEPOOL,
     LABEL_NODEPOOL,
+    Operator,
     Requirement,
     Requirements,
 )
@@ -70,6 +72,29 @@ class Resources:
 
 
 _NONE = Resources()
+
+
+def _normalized(requirements: tuple[Requirement, ...]) -> tuple[Requirement, ...]:
+    """Requirements with deprecated label aliases renamed to the current labels."""
+    if all(r.key not in LABEL_ALIASES for r in requirements):
+        return requirements
+    return tuple(replace(r, key=LABEL_ALIASES.get(r.key, r.key)) for r in requirements)
+
+
+def _normalized_selector(
+    selector: Mapping[str, str],
+) -> tuple[dict[str, str], tuple[Requirement, ...]]:
+    """A node selector with aliases renamed, and the aliased entries that disagree with the
+    value already selected under the current name (as ``In`` requirements)."""
+    current = {k: v for k, v in selector.items() if k not in LABEL_ALIASES}
+    clashing: list[Requirement] = []
+    for key, value in selector.items():
+        target = LABEL_ALIASES.get(key)
+        if target is None:
+            continue
+        if current.setdefault(target, value) != value:
+            clashing.append(Requirement(target, Operator.IN, (value,)))
+    return current, tuple(clashing)
 
 
 @dataclass(frozen=True)
@@ -186,6 +211,31 @@ class Pod:
     host_ports: tuple[HostPort, ...] = ()
     volume_zones: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        """Deprecated node-label aliases in the node selector and node affinity become the
+        current labels, as Karpenter normalises them (``beta.kubernetes.io/arch`` selects what
+        ``kubernetes.io/arch`` does)."""
+        terms = tuple(_normalized(term) for term in self.required_node_affinity)
+        if self.node_selector and not LABEL_ALIASES.keys().isdisjoint(self.node_selector):
+            selector, clashing = _normalized_selector(self.node_selector)
+            object.__setattr__(self, "node_selector", selector)
+            if clashing:
+                # Both spellings with different values: no node has both, so the pod keeps
+                # both as requirements (unsatisfiable) rather than one silently winning.
+                terms = tuple((*t, *clashing) for t in terms) if terms else (clashing,)
+        object.__setattr__(self, "required_node_affinity", terms)
+        if any(
+            r.key in LABEL_ALIASES for p in self.preferred_node_affinity for r in p.requirements
+        ):
+            object.__setattr__(
+                self,
+                "preferred_node_affinity",
+                tuple(
+                    replace(p, requirements=_normalized(p.requirements))
+                    for p in self.preferred_node_affinity
+                ),
+            )
+
     @property
     def key(self) -> str:
         """``namespace/name``."""
@@ -259,6 +309,11 @@ class NodePool:
     startup_taints: tuple[Taint, ...] = ()
     weight: int = 0
     limits: NodePoolLimits = field(default_factory=NodePoolLimits)
+
+    def __post_init__(self) -> None:
+        """Deprecated label aliases in the requirements become the current labels (Karpenter
+        normalises NodePool requirements as it does a pod's)."""
+        object.__setattr__(self, "requirements", _normalized(tuple(self.requirements)))
 
     def node_labels(self) -> dict[str, str]:
         """The labels every node of this pool carries: its own, plus the pool's name under

@@ -45,6 +45,19 @@ WELL_KNOWN_LABELS = frozenset(
 )
 
 
+#: Deprecated aliases of node labels, as Karpenter normalises them in pod and NodePool
+#: requirements (kubernetes-sigs/karpenter ``NormalizedLabels``; the AWS provider adds the EBS
+#: CSI driver's zone key): a pod selecting the old name selects the current one.
+LABEL_ALIASES = {
+    "beta.kubernetes.io/arch": LABEL_ARCH,
+    "beta.kubernetes.io/os": LABEL_OS,
+    "beta.kubernetes.io/instance-type": LABEL_INSTANCE_TYPE,
+    "failure-domain.beta.kubernetes.io/zone": LABEL_ZONE,
+    "failure-domain.beta.kubernetes.io/region": LABEL_REGION,
+    "topology.ebs.csi.aws.com/zone": LABEL_ZONE,
+}
+
+
 def is_well_known(key: str) -> bool:
     """Whether instance types, offerings or the launch itself give a node this label."""
     return key in WELL_KNOWN_LABELS or key.startswith(INSTANCE_LABEL_PREFIX)

@@ -49,3 +49,82 @@ def test_neuron_request_gets_a_neuron_node(tmp_path: Path) -> None:
 
     assert plan["unschedulable"] == []
     assert [t.split(".")[0] for t in _instance_types(plan)] in (["inf1"], ["inf2"], ["trn1"])
+
+
+# aws/karpenter-provider-aws pkg/providers/instancetype/suite_test.go, "should support instance
+# type labels with accelerator": one pod selecting inf2.xlarge by every label Karpenter sets,
+# deprecated aliases included (topology.k8s.aws/zone-id left out: daiku does not set it).
+KARPENTER_INF2_NODE_SELECTOR = {
+    "karpenter.sh/nodepool": "default",
+    "topology.kubernetes.io/region": "us-east-1",
+    "topology.kubernetes.io/zone": "us-east-1a",
+    "node.kubernetes.io/instance-type": "inf2.xlarge",
+    "kubernetes.io/os": "linux",
+    "kubernetes.io/arch": "amd64",
+    "karpenter.sh/capacity-type": "on-demand",
+    "karpenter.k8s.aws/instance-tenancy": "default",
+    "karpenter.k8s.aws/instance-hypervisor": "nitro",
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported": "true",
+    "karpenter.k8s.aws/instance-category": "inf",
+    "karpenter.k8s.aws/instance-capability-flex": "false",
+    "karpenter.k8s.aws/instance-generation": "2",
+    "karpenter.k8s.aws/instance-family": "inf2",
+    "karpenter.k8s.aws/instance-size": "xlarge",
+    "karpenter.k8s.aws/instance-cpu": "4",
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz": "3600",
+    "karpenter.k8s.aws/instance-cpu-manufacturer": "amd",
+    "karpenter.k8s.aws/instance-memory": "16384",
+    "karpenter.k8s.aws/instance-ebs-bandwidth": "10000",
+    "karpenter.k8s.aws/instance-network-bandwidth": "2083",
+    "karpenter.k8s.aws/instance-accelerator-name": "inferentia2",
+    "karpenter.k8s.aws/instance-accelerator-manufacturer": "aws",
+    "karpenter.k8s.aws/instance-accelerator-count": "1",
+    "failure-domain.beta.kubernetes.io/region": "us-east-1",
+    "failure-domain.beta.kubernetes.io/zone": "us-east-1a",
+    "beta.kubernetes.io/arch": "amd64",
+    "beta.kubernetes.io/os": "linux",
+    "beta.kubernetes.io/instance-type": "inf2.xlarge",
+    "topology.ebs.csi.aws.com/zone": "us-east-1a",
+}
+
+
+def test_karpenter_inf2_node_selector_with_deprecated_labels(tmp_path: Path) -> None:
+    """The AWS provider suite's inf2.xlarge selector (current and deprecated labels) gets one
+    on-demand inf2.xlarge in us-east-1a: every label is carried, every alias normalised."""
+    manifests = write(
+        tmp_path,
+        "m.yaml",
+        nodepool(),
+        deployment("infer", 1, {"cpu": "100m"}, nodeSelector=KARPENTER_INF2_NODE_SELECTOR),
+    )
+
+    plan = plan_json("-f", str(manifests))
+
+    assert plan["unschedulable"] == []
+    (claim,) = plan["nodeClaims"]
+    assert (claim["instanceType"], claim["zone"], claim["capacityType"]) == (
+        "inf2.xlarge",
+        "us-east-1a",
+        "on-demand",
+    )
+
+
+def test_deprecated_zone_selector_pins_the_zone(tmp_path: Path) -> None:
+    """nodeSelector failure-domain.beta.kubernetes.io/zone=us-east-1b launches in us-east-1b
+    (Karpenter's NormalizedLabels; before, the pod stayed Pending)."""
+    manifests = write(
+        tmp_path,
+        "m.yaml",
+        nodepool(),
+        deployment(
+            "web",
+            2,
+            {"cpu": "500m"},
+            nodeSelector={"failure-domain.beta.kubernetes.io/zone": "us-east-1b"},
+        ),
+    )
+
+    plan = plan_json("-f", str(manifests))
+
+    assert plan["unschedulable"] == []
+    assert {c["zone"] for c in plan["nodeClaims"]} == {"us-east-1b"}
