@@ -190,6 +190,7 @@ class CloudEvent:
     time: datetime | None
     deadline: datetime | None
     offering: tuple[str, str, str] | None  # (instance_type, zone, capacity_type)
+    ack_token: str = ""  # AcknowledgeCloudEvents takes it once the event was acted on
 
 
 # -- connection -------------------------------------------------------------------------------
@@ -217,6 +218,7 @@ class ActuatorDeadlines:
     get_nodeclaim_seconds: float = 10.0
     list_nodeclaims_seconds: float = 30.0
     resolve_node_class_seconds: float = 30.0
+    acknowledge_cloud_events_seconds: float = 10.0
 
 
 SERVICE_NAME = "daiku.actuator.v1.Actuator"
@@ -466,10 +468,12 @@ class ActuatorClient:
         )
 
     async def watch_cloud_events(self) -> AsyncIterator[CloudEvent]:
-        """Cloud events as they come; the stream has no deadline. It ends by raising an
-        ActuatorError (UnavailableError when the actuator goes away): callers reconnect."""
+        """Cloud events as they come, each kept on the actuator's queue until
+        `acknowledge_cloud_events` names it (an event not acknowledged comes again, on this or
+        a later stream); the stream has no deadline. It ends by raising an ActuatorError
+        (UnavailableError when the actuator goes away): callers reconnect."""
         call = self._stub.WatchCloudEvents(
-            actuator_pb2.WatchCloudEventsRequest(), metadata=self._metadata
+            actuator_pb2.WatchCloudEventsRequest(acknowledge=True), metadata=self._metadata
         )
         try:
             async for event in call:
@@ -478,6 +482,20 @@ class ActuatorClient:
             raise _error_from(error, "WatchCloudEvents") from error
         finally:
             call.cancel()
+
+    async def acknowledge_cloud_events(self, events: Sequence[CloudEvent]) -> None:
+        """These events were acted on: the actuator may delete their queue messages."""
+        tokens = [e.ack_token for e in events if e.ack_token]
+        if not tokens:
+            return
+        try:
+            await self._stub.AcknowledgeCloudEvents(
+                actuator_pb2.AcknowledgeCloudEventsRequest(ack_tokens=tokens),
+                timeout=self._deadlines.acknowledge_cloud_events_seconds,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _error_from(error, "AcknowledgeCloudEvents") from error
 
 
 # -- conversions ------------------------------------------------------------------------------
@@ -608,6 +626,7 @@ def _event_from_proto(event: actuator_pb2.WatchCloudEventsResponse) -> CloudEven
         time=_time(event, "time"),
         deadline=_time(event, "deadline"),
         offering=offering,
+        ack_token=event.ack_token,
     )
 
 

@@ -15,6 +15,7 @@ def test_actuator_service_has_the_public_methods() -> None:
         "ListNodeClaims",
         "WatchCloudEvents",
         "ResolveNodeClass",
+        "AcknowledgeCloudEvents",
     }
     assert methods["WatchCloudEvents"].server_streaming
     assert not methods["LaunchNodeClaim"].server_streaming

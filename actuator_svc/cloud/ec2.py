@@ -581,6 +581,16 @@ class Ec2Cloud:
             ReceiptHandle=receipt_handle,
         )
 
+    async def release_message(self, queue_url: str, receipt_handle: str) -> None:
+        """Make one received message visible again at once."""
+        await self._call(
+            "ChangeMessageVisibility",
+            self._sqs.change_message_visibility,
+            QueueUrl=queue_url,
+            ReceiptHandle=receipt_handle,
+            VisibilityTimeout=0,
+        )
+
 
 def _block_device(device: BlockDevice) -> dict[str, Any]:
     ebs: dict[str, Any] = {

@@ -80,7 +80,10 @@ class FakeCloud:
         self.instances: dict[str, Instance] = {}
         self.exhausted: dict[OfferingKey, str] = {}
         self.fleet_requests: list[FleetRequest] = []
-        self.queues: dict[str, list[QueueMessage]] = {}
+        self.queues: dict[str, list[QueueMessage]] = {}  # visible messages
+        self.in_flight: dict[str, dict[str, QueueMessage]] = {}  # received, by receipt handle
+        self.polls_started = 0  # receive_messages calls, counted as they begin
+        self.messages_received = 0  # messages receive_messages returned
         self.pending_faults: dict[str, list[CloudError]] = {}
         self._tokens: dict[str, FleetResult] = {}
         self._ids = itertools.count(1)
@@ -248,7 +251,9 @@ class FakeCloud:
         self._arrivals.setdefault(queue_url, asyncio.Event()).set()
 
     async def receive_messages(self, queue_url: str, wait_seconds: int) -> list[QueueMessage]:
-        """Long polling: wait up to `wait_seconds` for a message."""
+        """Long polling: wait up to `wait_seconds` for a message. Received messages stay
+        invisible (in `in_flight`) until deleted or released; no visibility timeout runs out."""
+        self.polls_started += 1
         arrived = self._arrivals.setdefault(queue_url, asyncio.Event())
         if not self.queues.get(queue_url):
             arrived.clear()
@@ -257,12 +262,20 @@ class FakeCloud:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait_seconds):
                     await arrived.wait()
-        return self.queues.get(queue_url, [])[:10]
+        visible = self.queues.get(queue_url, [])
+        received, self.queues[queue_url] = visible[:10], visible[10:]
+        self.in_flight.setdefault(queue_url, {}).update((m.receipt_handle, m) for m in received)
+        self.messages_received += len(received)
+        return received
 
     async def delete_message(self, queue_url: str, receipt_handle: str) -> None:
-        self.queues[queue_url] = [
-            m for m in self.queues.get(queue_url, []) if m.receipt_handle != receipt_handle
-        ]
+        self.in_flight.get(queue_url, {}).pop(receipt_handle, None)
+
+    async def release_message(self, queue_url: str, receipt_handle: str) -> None:
+        message = self.in_flight.get(queue_url, {}).pop(receipt_handle, None)
+        if message is not None:
+            self.queues.setdefault(queue_url, []).append(message)
+            self._arrivals.setdefault(queue_url, asyncio.Event()).set()
 
 
 if TYPE_CHECKING:

@@ -188,3 +188,7 @@ class CloudProvider(Protocol):
     async def delete_message(self, queue_url: str, receipt_handle: str) -> None:
         """Delete one received message."""
         ...
+
+    async def release_message(self, queue_url: str, receipt_handle: str) -> None:
+        """Make one received message visible again at once (visibility timeout 0)."""
+        ...

@@ -95,3 +95,40 @@ def parse_cloud_events(body: str) -> list[CloudEvent]:
             deadline=deadline,
         )
     ]
+
+
+MAX_ACK_TOKEN_BYTES = 2048  # an SQS receipt handle is at most 1024 characters
+
+
+@dataclass(frozen=True)
+class AckToken:
+    """Which event of which received queue message an acknowledgement is for:
+    `<index>/<count>/<receipt handle>` on the wire (opaque to subscribers)."""
+
+    index: int
+    count: int
+    receipt_handle: str
+
+    @property
+    def is_last(self) -> bool:
+        return self.index == self.count - 1
+
+    def encode(self) -> str:
+        return f"{self.index}/{self.count}/{self.receipt_handle}"
+
+    @classmethod
+    def decode(cls, text: str) -> AckToken:
+        """The token `encode` made; CloudEventError naming what is wrong otherwise."""
+        if len(text.encode()) > MAX_ACK_TOKEN_BYTES:
+            raise CloudEventError(f"ack token longer than {MAX_ACK_TOKEN_BYTES} bytes")
+        index_text, _, rest = text.partition("/")
+        count_text, _, handle = rest.partition("/")
+        # ASCII digits, bounded: int() of a long digit string costs quadratic time.
+        if not all(t.isascii() and t.isdigit() and len(t) <= 4 for t in (index_text, count_text)):
+            raise CloudEventError("ack token is not one WatchCloudEvents handed out")
+        if not handle:
+            raise CloudEventError("ack token is not one WatchCloudEvents handed out")
+        index, count = int(index_text), int(count_text)
+        if not index < count:
+            raise CloudEventError("ack token is not one WatchCloudEvents handed out")
+        return cls(index, count, handle)

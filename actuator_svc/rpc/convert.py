@@ -398,6 +398,7 @@ def event_to_proto(item: InstanceEvent) -> pb.WatchCloudEventsResponse:
         time=_datetime_timestamp(event.time),
         deadline=_datetime_timestamp(event.deadline),
         offering=key_to_proto(item.offering) if item.offering else None,
+        ack_token=item.ack_token,
     )
 
 

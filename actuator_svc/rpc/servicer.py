@@ -12,6 +12,7 @@ from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
 from actuator_svc.catalog import Catalog
+from actuator_svc.core.cloud_events import AckToken, CloudEventError
 from actuator_svc.errors import (
     ActuatorError,
     CloudPermanentError,
@@ -33,6 +34,8 @@ if TYPE_CHECKING:  # the grpc stubs are generic; the runtime classes are not
     Context = grpc.aio.ServicerContext[Any, Any]
 else:
     Context = grpc.aio.ServicerContext
+
+MAX_ACK_TOKENS = 100
 
 _STATUS = {
     InvalidRequestError: grpc.StatusCode.INVALID_ARGUMENT,
@@ -169,6 +172,28 @@ class ActuatorServicer(actuator_pb2_grpc.ActuatorServicer):
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "no interruption queue is configured (--interruption-queue)",
             )
-        async with self._interruptions.subscribe() as events:
+        async with self._interruptions.subscribe(acknowledge=request.acknowledge) as subscription:
             while True:
-                yield convert.event_to_proto(await events.get())
+                yield convert.event_to_proto(await subscription.events.get())
+
+    async def AcknowledgeCloudEvents(
+        self, request: pb.AcknowledgeCloudEventsRequest, context: Context
+    ) -> pb.AcknowledgeCloudEventsResponse:
+        if self._interruptions is None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "no interruption queue is configured (--interruption-queue)",
+            )
+        if len(request.ack_tokens) > MAX_ACK_TOKENS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"ack_tokens: at most {MAX_ACK_TOKENS} per call, got {len(request.ack_tokens)}",
+            )
+        tokens = []
+        for index, text in enumerate(request.ack_tokens):
+            try:
+                tokens.append(AckToken.decode(text))
+            except CloudEventError as exc:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"ack_tokens[{index}]: {exc}")
+        await self._interruptions.acknowledge(tokens)
+        return pb.AcknowledgeCloudEventsResponse()

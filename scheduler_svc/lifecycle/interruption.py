@@ -3,7 +3,11 @@ interrupted nodes away before the cloud does.
 
 `run()` (leader only) holds one `WatchCloudEvents` stream, reconnecting with jittered
 exponential backoff when it breaks (`FAILED_PRECONDITION`, no queue configured, is retried
-slowly). For an event about an instance one of our NodeClaims owns:
+slowly). Each event is acknowledged once acted on (what it changed is in the API server); the
+actuator keeps it on the queue until then, so an interruption that arrives while no scheduler
+runs, or while one is killed mid-way, is handled by the next leader (decision 0011). Handling
+is idempotent: an event may come twice. For an event about an instance one of our NodeClaims
+owns:
 
 - spot interruption warning, scheduled change, instance stopping/stopped/shutting-down/
   terminated -> the Node is cordoned (`daiku.dev/disrupted:NoSchedule`), an Event
@@ -85,8 +89,10 @@ class InterruptionController:
                     failures = 0
                     try:
                         await self.handle(event)
-                    except Exception:
+                    except Exception:  # not acknowledged: the actuator hands it out again
                         log.exception("cloud_event_failed", event_id=event.id)
+                        continue
+                    await self._acknowledge(event)
                 delay = self._reconnect_delay(failures := failures + 1)
                 log.info("cloud_events_stream_ended", retry_in_seconds=round(delay, 2))
             except FailedPreconditionError as error:
@@ -110,6 +116,14 @@ class InterruptionController:
         log.info("cloud_events_connecting")
         async for event in stream:
             yield event
+
+    async def _acknowledge(self, event: CloudEvent) -> None:
+        """Tell the actuator the event was acted on (the claim's deletion is in the API server),
+        so its queue message goes; until then it survives our restart."""
+        try:
+            await self._actuator.acknowledge_cloud_events([event])
+        except ActuatorError as error:  # it comes again; acting on it twice is harmless
+            log.warning("cloud_event_acknowledge_failed", event_id=event.id, error=str(error))
 
     def _reconnect_delay(self, failures: int) -> float:
         settings = self.settings

@@ -193,12 +193,13 @@ async def test_spot_interruption_marks_the_offering_and_reaches_subscribers() ->
         task = asyncio.create_task(feed.run())
         cloud.send_message(url, "not an event")
         cloud.send_message(url, body)
-        events = [await asyncio.wait_for(q.get(), timeout=5) for q in (first, second)]
+        events = [await asyncio.wait_for(s.events.get(), timeout=5) for s in (first, second)]
         task.cancel()
     assert {e.nodeclaim_name for e in events} == {"e-1"}
     assert events[0].offering == spot("m5.large")
     assert unavailable.get(spot("m5.large"), clock.now) is not None
     assert cloud.queues[url] == []
+    assert cloud.in_flight[url] == {}
 
 
 async def test_bundled_prices_when_the_pricing_api_is_unreachable() -> None:

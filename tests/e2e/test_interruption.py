@@ -3,16 +3,19 @@ WatchCloudEvents -> the scheduler cordons, drains and replaces the node."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
 import pytest
 import pytest_asyncio
 
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
 from actuator_svc.service import ActuatorSettings, serve
+from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
 from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY
 from tests.e2e.conftest import (
     FAST_TERMINATION,
@@ -240,3 +243,61 @@ async def test_only_the_leader_acts_on_cloud_events(stack: Stack) -> None:
 async def _one_running(stack: Stack) -> bool:
     pods = await stack.objects("pods", "default")
     return [p.get("status", {}).get("phase") for p in pods] == ["Running"]
+
+
+async def _drained(stack: Stack, claim_name: str, node_name: str) -> bool:
+    """The claim is gone and the web pod runs on another node."""
+    claims = [c["metadata"]["name"] for c in await stack.objects("nodeclaims")]
+    running = await web_pods_running(stack, 1)
+    return claim_name not in claims and bool(running) and node_name not in running.values()
+
+
+async def test_an_interruption_while_no_scheduler_runs_drains_the_node_once_one_starts(
+    stack: Stack,
+) -> None:
+    """A spot interruption sent as the scheduler stops (its stream closing, the actuator's
+    poll still reading) is not lost: the next scheduler drains and replaces the node."""
+    scheduler = await start(stack, replicas=1)
+    await until(lambda: web_pods_running(stack, 1), timeout_seconds=30)
+    [claim] = await stack.objects("nodeclaims")
+    [node] = await stack.objects("nodes")
+    [instance] = stack.running_instances()
+    scheduler.stop.set()
+    stack.cloud.ec2.send_spot_interruption(instance["InstanceId"])
+    await scheduler.halt()
+
+    await stack.start_scheduler(lifecycle=FAST_TERMINATION)
+    await until(
+        lambda: _drained(stack, claim["metadata"]["name"], node["metadata"]["name"]),
+        timeout_seconds=40,
+    )
+
+
+async def test_an_event_a_scheduler_received_but_never_acknowledged_comes_again(
+    stack: Stack,
+) -> None:
+    """A scheduler killed after receiving an interruption and before acting on it (a stream
+    that reads the event and closes without acknowledging) loses nothing: the next scheduler
+    gets the event again and drains the node."""
+    scheduler = await start(stack, replicas=1)
+    await until(lambda: web_pods_running(stack, 1), timeout_seconds=30)
+    [claim] = await stack.objects("nodeclaims")
+    [node] = await stack.objects("nodes")
+    [instance] = stack.running_instances()
+    await scheduler.halt()
+
+    async with grpc.aio.insecure_channel(stack.actuator.address) as channel:
+        stream = actuator_pb2_grpc.ActuatorStub(channel).WatchCloudEvents(
+            actuator_pb2.WatchCloudEventsRequest(acknowledge=True)
+        )
+        stack.cloud.ec2.send_spot_interruption(instance["InstanceId"])
+        received = await asyncio.wait_for(stream.read(), timeout=15)
+        assert isinstance(received, actuator_pb2.WatchCloudEventsResponse)
+        assert received.nodeclaim_name == claim["metadata"]["name"]
+        stream.cancel()
+
+    await stack.start_scheduler(lifecycle=FAST_TERMINATION)
+    await until(
+        lambda: _drained(stack, claim["metadata"]["name"], node["metadata"]["name"]),
+        timeout_seconds=40,
+    )

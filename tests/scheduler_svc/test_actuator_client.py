@@ -64,6 +64,7 @@ class ContractDouble(actuator_pb2_grpc.ActuatorServicer):
     unavailable_times: int = 0
     launch_blocked: asyncio.Event | None = None
     events: list[actuator_pb2.WatchCloudEventsResponse] = field(default_factory=list)
+    acknowledged: list[str] = field(default_factory=list)
     # The selector list ResolveNodeClass finds nothing for (e.g. "ami_selector_terms"), as when
     # the cloud holds no subnet, security group or AMI the terms name.
     nothing_selected: str | None = None
@@ -226,6 +227,13 @@ class ContractDouble(actuator_pb2_grpc.ActuatorServicer):
         for event in self.events:
             yield event
         await context.abort(grpc.StatusCode.UNAVAILABLE, "actuator shutting down")
+
+    async def AcknowledgeCloudEvents(
+        self, request: actuator_pb2.AcknowledgeCloudEventsRequest, context: Any
+    ) -> actuator_pb2.AcknowledgeCloudEventsResponse:
+        await self._check(request, context)
+        self.acknowledged.extend(request.ack_tokens)
+        return actuator_pb2.AcknowledgeCloudEventsResponse()
 
     @staticmethod
     def _nodeclaim(name: str) -> actuator_pb2.NodeClaim:
@@ -429,8 +437,9 @@ async def test_a_call_past_its_deadline_raises_deadline_exceeded(served: Served)
 async def test_cloud_events_stream_converted_then_end_with_unavailable(
     served: Served, actuator: ActuatorClient
 ) -> None:
-    """WatchCloudEvents yields each event with its kind, times and offering, and ends with
-    UnavailableError when the actuator closes the stream."""
+    """WatchCloudEvents (asking to acknowledge) yields each event with its kind, times,
+    offering and ack token, and ends with UnavailableError when the actuator closes the stream;
+    acknowledging sends the tokens of the events that have one."""
     served.servicer.events = [
         actuator_pb2.WatchCloudEventsResponse(
             id="e1",
@@ -443,6 +452,7 @@ async def test_cloud_events_stream_converted_then_end_with_unavailable(
             offering=actuator_pb2.Offering(
                 instance_type="m5.large", zone="us-east-1a", capacity_type="spot"
             ),
+            ack_token="0/1/rh-1",
         ),
         actuator_pb2.WatchCloudEventsResponse(
             id="e2",
@@ -470,6 +480,10 @@ async def test_cloud_events_stream_converted_then_end_with_unavailable(
         "",
         None,
     )
+    assert served.servicer.requests[0].acknowledge
+    assert first.ack_token == "0/1/rh-1"
+    await actuator.acknowledge_cloud_events([first, second])
+    assert served.servicer.acknowledged == ["0/1/rh-1"]
 
 
 async def test_mutual_tls_connects_with_the_ca_client_certificate_and_server_name(

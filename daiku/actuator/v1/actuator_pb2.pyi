@@ -1290,12 +1290,19 @@ Global___NodeSelectorRequirement: _TypeAlias = NodeSelectorRequirement  # noqa: 
 class WatchCloudEventsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    ACKNOWLEDGE_FIELD_NUMBER: _builtins.int
+    acknowledge: _builtins.bool
+    """Keep each queue message until AcknowledgeCloudEvents names its events. False (the
+    behaviour before this field existed): a message is deleted once handed to a stream.
+    """
     def __init__(
         self,
+        *,
+        acknowledge: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acknowledge", b"acknowledge"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1314,6 +1321,7 @@ class WatchCloudEventsResponse(_message.Message):
     TIME_FIELD_NUMBER: _builtins.int
     DEADLINE_FIELD_NUMBER: _builtins.int
     OFFERING_FIELD_NUMBER: _builtins.int
+    ACK_TOKEN_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     kind: Global___CloudEventKind.ValueType
     instance_id: _builtins.str
@@ -1322,6 +1330,10 @@ class WatchCloudEventsResponse(_message.Message):
     """Empty when the instance carries no daiku.dev/nodeclaim tag."""
     instance_state: _builtins.str
     """For INSTANCE_STATE_CHANGE: the new EC2 state."""
+    ack_token: _builtins.str
+    """Opaque; pass it to AcknowledgeCloudEvents once the event was acted on (only streams
+    opened with acknowledge=true need to).
+    """
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1344,11 +1356,49 @@ class WatchCloudEventsResponse(_message.Message):
         time: _timestamp_pb2.Timestamp | None = ...,
         deadline: _timestamp_pb2.Timestamp | None = ...,
         offering: Global___Offering | None = ...,
+        ack_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "offering", b"offering", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "id", b"id", "instance_id", b"instance_id", "instance_state", b"instance_state", "kind", b"kind", "nodeclaim_name", b"nodeclaim_name", "offering", b"offering", "provider_id", b"provider_id", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_token", b"ack_token", "deadline", b"deadline", "id", b"id", "instance_id", b"instance_id", "instance_state", b"instance_state", "kind", b"kind", "nodeclaim_name", b"nodeclaim_name", "offering", b"offering", "provider_id", b"provider_id", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchCloudEventsResponse: _TypeAlias = WatchCloudEventsResponse  # noqa: Y015
+
+@_typing.final
+class AcknowledgeCloudEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACK_TOKENS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def ack_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 100 tokens, each at most 2048 bytes."""
+
+    def __init__(
+        self,
+        *,
+        ack_tokens: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_tokens", b"ack_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcknowledgeCloudEventsRequest: _TypeAlias = AcknowledgeCloudEventsRequest  # noqa: Y015
+
+@_typing.final
+class AcknowledgeCloudEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcknowledgeCloudEventsResponse: _TypeAlias = AcknowledgeCloudEventsResponse  # noqa: Y015

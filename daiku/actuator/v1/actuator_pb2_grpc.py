@@ -69,6 +69,11 @@ class ActuatorStub:
                 request_serializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.WatchCloudEventsRequest.SerializeToString,
                 response_deserializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.WatchCloudEventsResponse.FromString,
                 _registered_method=True)
+        self.AcknowledgeCloudEvents = channel.unary_unary(
+                '/daiku.actuator.v1.Actuator/AcknowledgeCloudEvents',
+                request_serializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.AcknowledgeCloudEventsRequest.SerializeToString,
+                response_deserializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.AcknowledgeCloudEventsResponse.FromString,
+                _registered_method=True)
 
 
 class ActuatorServicer:
@@ -129,7 +134,21 @@ class ActuatorServicer:
 
     def WatchCloudEvents(self, request, context):
         """Interruption and state-change events for this cluster's instances, fed from the
-        SQS interruption queue when one is configured. The stream stays open.
+        SQS interruption queue when one is configured. The stream stays open. The queue is
+        read only while a stream is open; a message read when no stream is open is put back.
+        With acknowledge=true a message stays on the queue until AcknowledgeCloudEvents names
+        its events: one the subscriber never acknowledged comes again (to this or any other
+        stream) once the stream closes or the queue's visibility timeout passes, so an event
+        survives a scheduler restart. Delivery is then at least once: act idempotently.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcknowledgeCloudEvents(self, request, context):
+        """Done with these events (WatchCloudEventsResponse.ack_token): their queue message is
+        deleted once every event it carried is acknowledged. Any actuator replica accepts a
+        token; an unknown or already used token is not an error.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,6 +191,11 @@ def add_ActuatorServicer_to_server(servicer, server):
                     servicer.WatchCloudEvents,
                     request_deserializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.WatchCloudEventsRequest.FromString,
                     response_serializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.WatchCloudEventsResponse.SerializeToString,
+            ),
+            'AcknowledgeCloudEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeCloudEvents,
+                    request_deserializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.AcknowledgeCloudEventsRequest.FromString,
+                    response_serializer=daiku_dot_actuator_dot_v1_dot_actuator__pb2.AcknowledgeCloudEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -363,6 +387,33 @@ class Actuator:
             '/daiku.actuator.v1.Actuator/WatchCloudEvents',
             daiku_dot_actuator_dot_v1_dot_actuator__pb2.WatchCloudEventsRequest.SerializeToString,
             daiku_dot_actuator_dot_v1_dot_actuator__pb2.WatchCloudEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcknowledgeCloudEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/daiku.actuator.v1.Actuator/AcknowledgeCloudEvents',
+            daiku_dot_actuator_dot_v1_dot_actuator__pb2.AcknowledgeCloudEventsRequest.SerializeToString,
+            daiku_dot_actuator_dot_v1_dot_actuator__pb2.AcknowledgeCloudEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

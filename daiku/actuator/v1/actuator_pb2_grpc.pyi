@@ -82,7 +82,17 @@ class ActuatorStub:
     """
     WatchCloudEvents: _grpc.UnaryStreamMultiCallable[_actuator_pb2.WatchCloudEventsRequest, _actuator_pb2.WatchCloudEventsResponse]
     """Interruption and state-change events for this cluster's instances, fed from the
-    SQS interruption queue when one is configured. The stream stays open.
+    SQS interruption queue when one is configured. The stream stays open. The queue is
+    read only while a stream is open; a message read when no stream is open is put back.
+    With acknowledge=true a message stays on the queue until AcknowledgeCloudEvents names
+    its events: one the subscriber never acknowledged comes again (to this or any other
+    stream) once the stream closes or the queue's visibility timeout passes, so an event
+    survives a scheduler restart. Delivery is then at least once: act idempotently.
+    """
+    AcknowledgeCloudEvents: _grpc.UnaryUnaryMultiCallable[_actuator_pb2.AcknowledgeCloudEventsRequest, _actuator_pb2.AcknowledgeCloudEventsResponse]
+    """Done with these events (WatchCloudEventsResponse.ack_token): their queue message is
+    deleted once every event it carried is acknowledged. Any actuator replica accepts a
+    token; an unknown or already used token is not an error.
     """
 
 @_typing.type_check_only
@@ -117,7 +127,17 @@ class ActuatorAsyncStub(ActuatorStub):
     """
     WatchCloudEvents: _aio.UnaryStreamMultiCallable[_actuator_pb2.WatchCloudEventsRequest, _actuator_pb2.WatchCloudEventsResponse]  # type: ignore[assignment]
     """Interruption and state-change events for this cluster's instances, fed from the
-    SQS interruption queue when one is configured. The stream stays open.
+    SQS interruption queue when one is configured. The stream stays open. The queue is
+    read only while a stream is open; a message read when no stream is open is put back.
+    With acknowledge=true a message stays on the queue until AcknowledgeCloudEvents names
+    its events: one the subscriber never acknowledged comes again (to this or any other
+    stream) once the stream closes or the queue's visibility timeout passes, so an event
+    survives a scheduler restart. Delivery is then at least once: act idempotently.
+    """
+    AcknowledgeCloudEvents: _aio.UnaryUnaryMultiCallable[_actuator_pb2.AcknowledgeCloudEventsRequest, _actuator_pb2.AcknowledgeCloudEventsResponse]  # type: ignore[assignment]
+    """Done with these events (WatchCloudEventsResponse.ack_token): their queue message is
+    deleted once every event it carried is acknowledged. Any actuator replica accepts a
+    token; an unknown or already used token is not an error.
     """
 
 class ActuatorServicer(metaclass=_abc_1.ABCMeta):
@@ -191,7 +211,23 @@ class ActuatorServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_actuator_pb2.WatchCloudEventsResponse], _abc.AsyncIterator[_actuator_pb2.WatchCloudEventsResponse]]:
         """Interruption and state-change events for this cluster's instances, fed from the
-        SQS interruption queue when one is configured. The stream stays open.
+        SQS interruption queue when one is configured. The stream stays open. The queue is
+        read only while a stream is open; a message read when no stream is open is put back.
+        With acknowledge=true a message stays on the queue until AcknowledgeCloudEvents names
+        its events: one the subscriber never acknowledged comes again (to this or any other
+        stream) once the stream closes or the queue's visibility timeout passes, so an event
+        survives a scheduler restart. Delivery is then at least once: act idempotently.
+        """
+
+    @_abc_1.abstractmethod
+    def AcknowledgeCloudEvents(
+        self,
+        request: _actuator_pb2.AcknowledgeCloudEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_actuator_pb2.AcknowledgeCloudEventsResponse, _abc.Awaitable[_actuator_pb2.AcknowledgeCloudEventsResponse]]:
+        """Done with these events (WatchCloudEventsResponse.ack_token): their queue message is
+        deleted once every event it carried is acknowledged. Any actuator replica accepts a
+        token; an unknown or already used token is not an error.
         """
 
 def add_ActuatorServicer_to_server(servicer: ActuatorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
