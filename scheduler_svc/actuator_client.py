@@ -30,6 +30,7 @@ from grpc_status import rpc_status
 
 from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
 from scheduler_svc.core.model import InstanceType, Offering, Resources
+from scheduler_svc.core.nodeclass import KubeletSpec, NodeClassSpec
 from scheduler_svc.errors import (
     ActuatorError,
     DeadlineExceededError,
@@ -334,13 +335,13 @@ class ActuatorClient:
     async def list_instance_types(
         self,
         *,
-        kubelet: actuator_pb2.KubeletConfiguration | None = None,
+        kubelet: KubeletSpec | None = None,
         root_volume_size_bytes: int = 0,
     ) -> tuple[InstanceType, ...]:
         """Every instance type with its allocatable under `kubelet` and all its offerings
         (recently exhausted ones with available=False)."""
         request = actuator_pb2.ListInstanceTypesRequest(
-            kubelet=kubelet, root_volume_size_bytes=root_volume_size_bytes
+            kubelet=_kubelet_to_proto(kubelet), root_volume_size_bytes=root_volume_size_bytes
         )
         try:
             response = await self._stub.ListInstanceTypes(
@@ -358,11 +359,11 @@ class ActuatorClient:
         nodeclaim_name: str,
         nodepool_name: str,
         offerings: Sequence[OfferingChoice],
-        node_class: actuator_pb2.NodeClass,
+        node_class: NodeClassSpec,
         labels: Mapping[str, str] | None = None,
         taints: Sequence[TaintSpec] = (),
         startup_taints: Sequence[TaintSpec] = (),
-        kubelet: actuator_pb2.KubeletConfiguration | None = None,
+        kubelet: KubeletSpec | None = None,
     ) -> LaunchedInstance:
         """Launch the NodeClaim's instance on the first offering (most preferred first) with
         capacity. Idempotent per `nodeclaim_name`. Raises ResourceExhaustedError when every
@@ -376,11 +377,11 @@ class ActuatorClient:
                 )
                 for o in offerings
             ],
-            node_class=node_class,
+            node_class=_node_class_to_proto(node_class),
             labels=dict(labels or {}),
             taints=[_taint_to_proto(t) for t in taints],
             startup_taints=[_taint_to_proto(t) for t in startup_taints],
-            kubelet=kubelet,
+            kubelet=_kubelet_to_proto(kubelet),
         )
         try:
             response = await self._stub.LaunchNodeClaim(
@@ -440,13 +441,13 @@ class ActuatorClient:
             raise _error_from(error, "ListNodeClaims") from error
         return tuple(_instance_from_proto(n) for n in response.nodeclaims)
 
-    async def resolve_node_class(self, node_class: actuator_pb2.NodeClass) -> NodeClassResolution:
+    async def resolve_node_class(self, node_class: NodeClassSpec) -> NodeClassResolution:
         """What the node class's selector terms select now. FailedPreconditionError when a
         selector list matches nothing (the message starts with the field), InvalidArgumentError
         when the node class is malformed."""
         try:
             response = await self._stub.ResolveNodeClass(
-                actuator_pb2.ResolveNodeClassRequest(node_class=node_class),
+                actuator_pb2.ResolveNodeClassRequest(node_class=_node_class_to_proto(node_class)),
                 timeout=self._deadlines.resolve_node_class_seconds,
                 metadata=self._metadata,
             )
@@ -632,3 +633,66 @@ def _event_from_proto(event: actuator_pb2.WatchCloudEventsResponse) -> CloudEven
 
 def _taint_to_proto(taint: TaintSpec) -> actuator_pb2.Taint:
     return actuator_pb2.Taint(key=taint.key, value=taint.value, effect=str(taint.effect))
+
+
+def _node_class_to_proto(spec: NodeClassSpec) -> actuator_pb2.NodeClass:
+    options = spec.metadata_options
+    return actuator_pb2.NodeClass(
+        name=spec.name,
+        subnet_selector_terms=[
+            actuator_pb2.SubnetSelectorTerm(tags=dict(t.tags), id=t.id) for t in spec.subnet_terms
+        ],
+        security_group_selector_terms=[
+            actuator_pb2.SecurityGroupSelectorTerm(tags=dict(t.tags), id=t.id, name=t.name)
+            for t in spec.security_group_terms
+        ],
+        ami_selector_terms=[
+            actuator_pb2.AmiSelectorTerm(
+                id=t.id, name=t.name, alias=t.alias, tags=dict(t.tags), owner=t.owner
+            )
+            for t in spec.ami_terms
+        ],
+        tags=dict(spec.tags),
+        user_data=spec.user_data,
+        role=spec.role,
+        instance_profile=spec.instance_profile,
+        block_device_mappings=[
+            actuator_pb2.BlockDeviceMapping(
+                device_name=m.device_name,
+                root_volume=m.root_volume,
+                volume_size_bytes=m.volume_size_bytes,
+                volume_type=m.volume_type,
+                iops=m.iops,
+                throughput_mibps=m.throughput_mibps,
+                encrypted=m.encrypted,
+                kms_key_id=m.kms_key_id,
+                delete_on_termination=m.delete_on_termination,
+                snapshot_id=m.snapshot_id,
+            )
+            for m in spec.block_device_mappings
+        ],
+        metadata_options=actuator_pb2.MetadataOptions(
+            http_endpoint=options.http_endpoint,
+            http_protocol_ipv6=options.http_protocol_ipv6,
+            http_put_response_hop_limit=options.http_put_response_hop_limit,
+            http_tokens=options.http_tokens,
+        ),
+        ami_family=spec.ami_family,
+        associate_public_ip_address=spec.associate_public_ip_address,
+    )
+
+
+def _kubelet_to_proto(spec: KubeletSpec | None) -> actuator_pb2.KubeletConfiguration | None:
+    if spec is None:
+        return None
+    configuration = actuator_pb2.KubeletConfiguration(
+        system_reserved=dict(spec.system_reserved),
+        kube_reserved=dict(spec.kube_reserved),
+        eviction_hard=dict(spec.eviction_hard),
+        cluster_dns=list(spec.cluster_dns),
+    )
+    if spec.max_pods is not None:
+        configuration.max_pods = spec.max_pods
+    if spec.pods_per_core is not None:
+        configuration.pods_per_core = spec.pods_per_core
+    return configuration

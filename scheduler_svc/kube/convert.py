@@ -13,8 +13,9 @@ Kubernetes semantics kept here (the core sees only their result):
 - a NodeClaim still in flight is a `Node(is_in_flight=True)` whose labels are its single-valued
   `In` requirements and whose allocatable is its status.allocatable, else its requests.
 
-`node_class_proto_from_k8s`, `kubelet_proto_from_k8s` and `root_volume_size_bytes` turn an
-EC2NodeClass into the actuator contract's launch parameters (same error reporting).
+`node_class_from_k8s` and `kubelet_from_k8s` turn an EC2NodeClass into its launch settings
+(`scheduler_svc.core.nodeclass`; same error reporting). Protobuf is not spoken here: the
+actuator client converts those values to the contract's messages.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from daiku.actuator.v1 import actuator_pb2
 from scheduler_svc.core.model import (
     HostPort,
     InitContainer,
@@ -38,6 +38,17 @@ from scheduler_svc.core.model import (
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
     WhenUnsatisfiable,
+)
+from scheduler_svc.core.nodeclass import (
+    AmiTerm,
+    BlockDeviceMapping,
+    KubeletSpec,
+    MetadataOptions,
+    NodeClassSpec,
+    Pairs,
+    SecurityGroupTerm,
+    SubnetTerm,
+    pairs,
 )
 from scheduler_svc.core.quantity import QuantityError, resource_units
 from scheduler_svc.core.requirements import (
@@ -603,65 +614,59 @@ def volume_zones_of(
     return tuple(sorted(allowed))
 
 
-# -- EC2NodeClass -> the actuator's launch parameters -------------------------------------------
+# -- EC2NodeClass -> launch settings -----------------------------------------------------------
 
 
-def node_class_proto_from_k8s(obj: KubeObject) -> actuator_pb2.NodeClass:
-    """The launch-relevant part of an EC2NodeClass as the actuator contract's NodeClass."""
+def node_class_from_k8s(obj: KubeObject) -> NodeClassSpec:
+    """The launch-relevant part of an EC2NodeClass."""
     reader = _Reader(obj, "EC2NodeClass")
     spec = reader.mapping(obj.get("spec"), "spec")
 
-    def terms(field: str) -> list[dict[str, Any]]:
+    def terms(field: str) -> list[tuple[str, dict[str, Any]]]:
         return [
-            reader.mapping(term, f"spec.{field}[{i}]")
+            (f"spec.{field}[{i}]", reader.mapping(term, f"spec.{field}[{i}]"))
             for i, term in enumerate(reader.items(spec.get(field), f"spec.{field}"))
         ]
 
     def text(value: Any, field: str) -> str:
         return reader.text(value, field, default="")
 
-    subnets = [
-        actuator_pb2.SubnetSelectorTerm(
-            tags=reader.strings(t.get("tags"), f"spec.subnetSelectorTerms[{i}].tags"),
-            id=text(t.get("id"), f"spec.subnetSelectorTerms[{i}].id"),
-        )
-        for i, t in enumerate(terms("subnetSelectorTerms"))
-    ]
-    security_groups = [
-        actuator_pb2.SecurityGroupSelectorTerm(
-            tags=reader.strings(t.get("tags"), f"spec.securityGroupSelectorTerms[{i}].tags"),
-            id=text(t.get("id"), f"spec.securityGroupSelectorTerms[{i}].id"),
-            name=text(t.get("name"), f"spec.securityGroupSelectorTerms[{i}].name"),
-        )
-        for i, t in enumerate(terms("securityGroupSelectorTerms"))
-    ]
-    amis = [
-        actuator_pb2.AmiSelectorTerm(
-            id=text(t.get("id"), f"spec.amiSelectorTerms[{i}].id"),
-            name=text(t.get("name"), f"spec.amiSelectorTerms[{i}].name"),
-            alias=text(t.get("alias"), f"spec.amiSelectorTerms[{i}].alias"),
-            tags=reader.strings(t.get("tags"), f"spec.amiSelectorTerms[{i}].tags"),
-            owner=text(t.get("owner"), f"spec.amiSelectorTerms[{i}].owner"),
-        )
-        for i, t in enumerate(terms("amiSelectorTerms"))
-    ]
+    def tags(value: Any, field: str) -> Pairs:
+        return pairs(reader.strings(value, field))
+
     metadata_options = reader.mapping(spec.get("metadataOptions"), "spec.metadataOptions")
-    return actuator_pb2.NodeClass(
+    return NodeClassSpec(
         name=reader.name,
-        subnet_selector_terms=subnets,
-        security_group_selector_terms=security_groups,
-        ami_selector_terms=amis,
-        tags=reader.strings(spec.get("tags"), "spec.tags"),
+        subnet_terms=tuple(
+            SubnetTerm(tags=tags(t.get("tags"), f"{at}.tags"), id=text(t.get("id"), f"{at}.id"))
+            for at, t in terms("subnetSelectorTerms")
+        ),
+        security_group_terms=tuple(
+            SecurityGroupTerm(
+                tags=tags(t.get("tags"), f"{at}.tags"),
+                id=text(t.get("id"), f"{at}.id"),
+                name=text(t.get("name"), f"{at}.name"),
+            )
+            for at, t in terms("securityGroupSelectorTerms")
+        ),
+        ami_terms=tuple(
+            AmiTerm(
+                id=text(t.get("id"), f"{at}.id"),
+                name=text(t.get("name"), f"{at}.name"),
+                alias=text(t.get("alias"), f"{at}.alias"),
+                tags=tags(t.get("tags"), f"{at}.tags"),
+                owner=text(t.get("owner"), f"{at}.owner"),
+            )
+            for at, t in terms("amiSelectorTerms")
+        ),
+        tags=tags(spec.get("tags"), "spec.tags"),
         user_data=text(spec.get("userData"), "spec.userData"),
         role=text(spec.get("role"), "spec.role"),
         instance_profile=text(spec.get("instanceProfile"), "spec.instanceProfile"),
-        block_device_mappings=[
-            _block_device_mapping(reader, m, f"spec.blockDeviceMappings[{i}]")
-            for i, m in enumerate(
-                reader.items(spec.get("blockDeviceMappings"), "spec.blockDeviceMappings")
-            )
-        ],
-        metadata_options=actuator_pb2.MetadataOptions(
+        block_device_mappings=tuple(
+            _block_device_mapping(reader, m, at) for at, m in terms("blockDeviceMappings")
+        ),
+        metadata_options=MetadataOptions(
             http_endpoint=text(
                 metadata_options.get("httpEndpoint"), "spec.metadataOptions.httpEndpoint"
             ),
@@ -680,13 +685,12 @@ def node_class_proto_from_k8s(obj: KubeObject) -> actuator_pb2.NodeClass:
     )
 
 
-def _block_device_mapping(reader: _Reader, value: Any, at: str) -> actuator_pb2.BlockDeviceMapping:
-    mapping = reader.mapping(value, at)
+def _block_device_mapping(reader: _Reader, mapping: dict[str, Any], at: str) -> BlockDeviceMapping:
     ebs = reader.mapping(mapping.get("ebs"), f"{at}.ebs")
     size = reader.resources(
         {"storage": ebs["volumeSize"]} if "volumeSize" in ebs else {}, f"{at}.ebs.volumeSize"
     )
-    return actuator_pb2.BlockDeviceMapping(
+    return BlockDeviceMapping(
         device_name=reader.text(mapping.get("deviceName"), f"{at}.deviceName", default=""),
         root_volume=bool(mapping.get("rootVolume", False)),
         volume_size_bytes=size.get("storage", 0),
@@ -700,39 +704,33 @@ def _block_device_mapping(reader: _Reader, value: Any, at: str) -> actuator_pb2.
     )
 
 
-def root_volume_size_bytes(obj: KubeObject) -> int:
-    """The root volume's size from an EC2NodeClass's blockDeviceMappings; 0 when unset (the
-    actuator then assumes its default). Bounds the nodes' ephemeral-storage."""
-    node_class = node_class_proto_from_k8s(obj)
-    mappings = list(node_class.block_device_mappings)
-    root = next((m for m in mappings if m.root_volume), mappings[0] if mappings else None)
-    return root.volume_size_bytes if root is not None else 0
-
-
-def kubelet_proto_from_k8s(obj: KubeObject) -> actuator_pb2.KubeletConfiguration | None:
-    """An EC2NodeClass's spec.kubelet as the contract's KubeletConfiguration (None: unset)."""
+def kubelet_from_k8s(obj: KubeObject) -> KubeletSpec | None:
+    """An EC2NodeClass's spec.kubelet (None: unset)."""
     reader = _Reader(obj, "EC2NodeClass")
     spec = reader.mapping(obj.get("spec"), "spec")
     if spec.get("kubelet") is None:
         return None
     kubelet = reader.mapping(spec.get("kubelet"), "spec.kubelet")
-    configuration = actuator_pb2.KubeletConfiguration(
-        system_reserved=reader.strings(
-            kubelet.get("systemReserved"), "spec.kubelet.systemReserved"
+    max_pods = kubelet.get("maxPods")
+    pods_per_core = kubelet.get("podsPerCore")
+    return KubeletSpec(
+        system_reserved=pairs(
+            reader.strings(kubelet.get("systemReserved"), "spec.kubelet.systemReserved")
         ),
-        kube_reserved=reader.strings(kubelet.get("kubeReserved"), "spec.kubelet.kubeReserved"),
-        eviction_hard=reader.strings(kubelet.get("evictionHard"), "spec.kubelet.evictionHard"),
-        cluster_dns=[
+        kube_reserved=pairs(
+            reader.strings(kubelet.get("kubeReserved"), "spec.kubelet.kubeReserved")
+        ),
+        eviction_hard=pairs(
+            reader.strings(kubelet.get("evictionHard"), "spec.kubelet.evictionHard")
+        ),
+        cluster_dns=tuple(
             reader.text(d, f"spec.kubelet.clusterDNS[{i}]")
             for i, d in enumerate(
                 reader.items(kubelet.get("clusterDNS"), "spec.kubelet.clusterDNS")
             )
-        ],
+        ),
+        max_pods=None if max_pods is None else reader.integer(max_pods, "spec.kubelet.maxPods"),
+        pods_per_core=None
+        if pods_per_core is None
+        else reader.integer(pods_per_core, "spec.kubelet.podsPerCore"),
     )
-    if kubelet.get("maxPods") is not None:
-        configuration.max_pods = reader.integer(kubelet["maxPods"], "spec.kubelet.maxPods")
-    if kubelet.get("podsPerCore") is not None:
-        configuration.pods_per_core = reader.integer(
-            kubelet["podsPerCore"], "spec.kubelet.podsPerCore"
-        )
-    return configuration

@@ -26,8 +26,8 @@ from typing import Any, NoReturn, Protocol
 
 import structlog
 
-from daiku.actuator.v1 import actuator_pb2
 from scheduler_svc.actuator_client import NodeClassResolution
+from scheduler_svc.core.nodeclass import NodeClassSpec
 from scheduler_svc.errors import (
     ActuatorError,
     FailedPreconditionError,
@@ -36,7 +36,7 @@ from scheduler_svc.errors import (
     KubeConflictError,
     KubeNotFoundError,
 )
-from scheduler_svc.kube.convert import node_class_proto_from_k8s
+from scheduler_svc.kube.convert import node_class_from_k8s
 from scheduler_svc.kube.resources import EC2_NODE_CLASSES, KubeObject
 from scheduler_svc.kube.writer import (
     KubeWriter,
@@ -74,9 +74,7 @@ ConditionUpdate = tuple[str, Status, str, str]
 
 
 class NodeClassResolver(Protocol):
-    async def resolve_node_class(
-        self, node_class: actuator_pb2.NodeClass
-    ) -> NodeClassResolution: ...
+    async def resolve_node_class(self, node_class: NodeClassSpec) -> NodeClassResolution: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +171,7 @@ class NodeClassStatusController:
             return False
         bound = log.bind(ec2nodeclass=name)
         try:
-            node_class = node_class_proto_from_k8s(obj)
+            node_class = node_class_from_k8s(obj)
         except InvalidObjectError as error:
             # The provisioner reports it (ValidationSucceeded False); nothing to resolve.
             bound.debug("nodeclass_not_resolvable", error=str(error))

@@ -13,7 +13,7 @@ changed since is resolved from its own terms until the status catches up).
 
 from __future__ import annotations
 
-from daiku.actuator.v1 import actuator_pb2
+from scheduler_svc.core.nodeclass import NodeClassSpec
 from scheduler_svc.kube.resources import KubeObject
 from scheduler_svc.kube.writer import condition
 from scheduler_svc.nodeclass.readiness import AMIS_READY, SECURITY_GROUPS_READY, SUBNETS_READY
@@ -51,38 +51,17 @@ def resolved_security_group_ids(node_class: KubeObject) -> tuple[str, ...]:
     return _current_ids(node_class, SECURITY_GROUPS_READY, "securityGroups")
 
 
-def pin_amis(proto: actuator_pb2.NodeClass, node_class: KubeObject) -> actuator_pb2.NodeClass:
-    """`proto` with its AMI selector terms replaced by the resolved ids (unchanged when the
+def pin_amis(spec: NodeClassSpec, node_class: KubeObject) -> NodeClassSpec:
+    """`spec` with its AMI selector terms replaced by the resolved ids (unchanged when the
     status is not current)."""
-    ids = resolved_ami_ids(node_class)
-    if not ids:
-        return proto
-    pinned = actuator_pb2.NodeClass()
-    pinned.CopyFrom(proto)
-    del pinned.ami_selector_terms[:]
-    pinned.ami_selector_terms.extend(actuator_pb2.AmiSelectorTerm(id=i) for i in ids)
-    return pinned
+    return spec.pinned(ami_ids=resolved_ami_ids(node_class))
 
 
-def pin_resolved(proto: actuator_pb2.NodeClass, node_class: KubeObject) -> actuator_pb2.NodeClass:
-    """`proto` with its AMI, subnet and security-group selector terms each replaced by the
+def pin_resolved(spec: NodeClassSpec, node_class: KubeObject) -> NodeClassSpec:
+    """`spec` with its AMI, subnet and security-group selector terms each replaced by the
     resolved ids of a current status list (each list left as written when not current)."""
-    pinned = pin_amis(proto, node_class)
-    subnet_ids = resolved_subnet_ids(node_class)
-    group_ids = resolved_security_group_ids(node_class)
-    if not subnet_ids and not group_ids:
-        return pinned
-    if pinned is proto:
-        pinned = actuator_pb2.NodeClass()
-        pinned.CopyFrom(proto)
-    if subnet_ids:
-        del pinned.subnet_selector_terms[:]
-        pinned.subnet_selector_terms.extend(
-            actuator_pb2.SubnetSelectorTerm(id=i) for i in subnet_ids
-        )
-    if group_ids:
-        del pinned.security_group_selector_terms[:]
-        pinned.security_group_selector_terms.extend(
-            actuator_pb2.SecurityGroupSelectorTerm(id=i) for i in group_ids
-        )
-    return pinned
+    return spec.pinned(
+        ami_ids=resolved_ami_ids(node_class),
+        subnet_ids=resolved_subnet_ids(node_class),
+        security_group_ids=resolved_security_group_ids(node_class),
+    )

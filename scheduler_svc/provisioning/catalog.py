@@ -12,30 +12,26 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from daiku.actuator.v1 import actuator_pb2
 from scheduler_svc.core.model import InstanceType
-from scheduler_svc.kube.convert import kubelet_proto_from_k8s, root_volume_size_bytes
+from scheduler_svc.core.nodeclass import KubeletSpec
+from scheduler_svc.kube.convert import kubelet_from_k8s, node_class_from_k8s
 from scheduler_svc.kube.resources import KubeObject
 
-CatalogKey = tuple[bytes, int]
+CatalogKey = tuple[KubeletSpec | None, int]
 
 
 class InstanceTypeSource(Protocol):
     async def list_instance_types(
         self,
         *,
-        kubelet: actuator_pb2.KubeletConfiguration | None = None,
+        kubelet: KubeletSpec | None = None,
         root_volume_size_bytes: int = 0,
     ) -> tuple[InstanceType, ...]: ...
 
 
 def catalog_key(node_class: KubeObject) -> CatalogKey:
     """What the catalog of `node_class` depends on. Raises InvalidObjectError."""
-    kubelet = kubelet_proto_from_k8s(node_class)
-    return (
-        kubelet.SerializeToString(deterministic=True) if kubelet is not None else b"",
-        root_volume_size_bytes(node_class),
-    )
+    return (kubelet_from_k8s(node_class), node_class_from_k8s(node_class).root_volume_size_bytes)
 
 
 class InstanceTypeCatalog:
@@ -61,10 +57,9 @@ class InstanceTypeCatalog:
         now = self._clock()
         if cached is not None and now - cached[0] < self._ttl_seconds:
             return cached[1]
-        kubelet = kubelet_proto_from_k8s(node_class)
         try:
             types = await self._source.list_instance_types(
-                kubelet=kubelet, root_volume_size_bytes=key[1]
+                kubelet=key[0], root_volume_size_bytes=key[1]
             )
         except Exception:
             if cached is not None:

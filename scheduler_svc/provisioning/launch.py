@@ -28,10 +28,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from daiku.actuator.v1 import actuator_pb2
 from scheduler_svc.actuator_client import LaunchedInstance, OfferingChoice, TaintSpec
 from scheduler_svc.core.disruption import SECURITY_GROUP_IDS_ANNOTATION, SUBNET_ID_ANNOTATION
 from scheduler_svc.core.model import UnavailableOffering
+from scheduler_svc.core.nodeclass import KubeletSpec, NodeClassSpec
 from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE
 from scheduler_svc.core.taints import Taint, TaintEffect
 from scheduler_svc.errors import (
@@ -41,7 +41,7 @@ from scheduler_svc.errors import (
     ResourceExhaustedError,
     UnavailableError,
 )
-from scheduler_svc.kube.convert import kubelet_proto_from_k8s, node_class_proto_from_k8s
+from scheduler_svc.kube.convert import kubelet_from_k8s, node_class_from_k8s
 from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, KubeObject
 from scheduler_svc.kube.writer import KubeWriter
 from scheduler_svc.metrics import SchedulerMetrics
@@ -84,11 +84,11 @@ class Launcher(Protocol):
         nodeclaim_name: str,
         nodepool_name: str,
         offerings: Any,
-        node_class: actuator_pb2.NodeClass,
+        node_class: NodeClassSpec,
         labels: Any = None,
         taints: Any = (),
         startup_taints: Any = (),
-        kubelet: actuator_pb2.KubeletConfiguration | None = None,
+        kubelet: KubeletSpec | None = None,
     ) -> LaunchedInstance: ...
 
 
@@ -135,8 +135,8 @@ class ClaimLauncher:
         try:
             request = launch_request_of(claim)
             node_class_obj = self._node_class(name, request.node_class_name)
-            node_class = pin_resolved(node_class_proto_from_k8s(node_class_obj), node_class_obj)
-            kubelet = kubelet_proto_from_k8s(node_class_obj)
+            node_class = pin_resolved(node_class_from_k8s(node_class_obj), node_class_obj)
+            kubelet = kubelet_from_k8s(node_class_obj)
         except (ValueError, InvalidObjectError) as error:
             bound.warning("nodeclaim_launch_invalid", error=str(error))
             return await self._give_up(claim, LaunchOutcome.FAILED, str(error))

@@ -45,7 +45,7 @@ from scheduler_svc.errors import (
     KubeAlreadyExistsError,
     KubeApiError,
 )
-from scheduler_svc.kube.convert import node_class_proto_from_k8s
+from scheduler_svc.kube.convert import node_class_from_k8s
 from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
@@ -380,7 +380,7 @@ class Provisioner:
                 continue
             try:
                 key = catalog_key(node_class)
-                node_class_proto_from_k8s(node_class)
+                node_class_from_k8s(node_class)
             except InvalidObjectError as error:
                 result.invalid.append(str(error))
                 await self._validation(EC2_NODE_CLASSES, str(class_name), str(error))

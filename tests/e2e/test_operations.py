@@ -16,7 +16,7 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from scheduler_svc.kube.convert import node_class_proto_from_k8s
+from scheduler_svc.kube.convert import node_class_from_k8s
 from scheduler_svc.kube.writer import utc_now
 from scheduler_svc.lifecycle.controller import LifecycleSettings
 from scheduler_svc.provisioning.nodeclaim_template import launch_request_of
@@ -135,7 +135,7 @@ async def test_garbage_collection_terminates_orphans_and_deletes_claims_without_
         nodeclaim_name="orphan-1",
         nodepool_name="default",
         offerings=list(request.offerings),
-        node_class=node_class_proto_from_k8s(node_class),
+        node_class=node_class_from_k8s(node_class),
     )
     assert len(stack.running_instances()) == 2
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 import pytest
+import yaml
 from cryptography import x509
 from google.protobuf import any_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -32,6 +33,7 @@ from scheduler_svc.actuator_client import (
     TlsFiles,
 )
 from scheduler_svc.core.model import OfferingOption
+from scheduler_svc.core.nodeclass import NodeClassSpec
 from scheduler_svc.core.taints import Taint, TaintEffect
 from scheduler_svc.errors import (
     DeadlineExceededError,
@@ -42,6 +44,7 @@ from scheduler_svc.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from scheduler_svc.kube.convert import kubelet_from_k8s, node_class_from_k8s
 from tests.certificates import certificate, new_key, pem
 
 TOKEN = "s3cret"
@@ -282,7 +285,7 @@ async def actuator(served: Served) -> AsyncIterator[ActuatorClient]:
         yield client
 
 
-NODE_CLASS = actuator_pb2.NodeClass(name="default", ami_family="AL2023")
+NODE_CLASS = NodeClassSpec(name="default", ami_family="AL2023")
 
 
 async def test_instance_types_arrive_as_core_models_and_calls_carry_the_token(
@@ -345,6 +348,45 @@ async def test_launch_sends_offerings_in_order_and_returns_the_instance(
     assert launched.attempts[0].failed_offerings == ()
     assert launched.subnet_id == "subnet-1a"
     assert launched.security_group_ids == ("sg-1", "sg-2")
+
+
+async def test_the_example_ec2nodeclass_reaches_the_actuator_as_the_contracts_node_class(
+    served: Served, actuator: ActuatorClient
+) -> None:
+    """The shipped EC2NodeClass, converted once at the edge, arrives in LaunchNodeClaim and
+    ListInstanceTypes as the contract's NodeClass and KubeletConfiguration (selector terms,
+    tags, block devices in bytes, IMDS options, maxPods set and podsPerCore unset)."""
+    example = yaml.safe_load(
+        (Path(__file__).parents[2] / "deploy/examples/ec2nodeclass-default.yaml").read_text()
+    )
+    await actuator.launch_nodeclaim(
+        nodeclaim_name="default-x2",
+        nodepool_name="default",
+        offerings=[OfferingOption("m5.large", "us-east-1a", "spot", 0.035)],
+        node_class=node_class_from_k8s(example),
+        kubelet=kubelet_from_k8s(example),
+    )
+    await actuator.list_instance_types(kubelet=kubelet_from_k8s(example))
+    launch, listing = served.servicer.requests
+    node_class = launch.node_class
+    assert node_class.role == "KarpenterNodeRole-my-cluster"
+    assert [t.alias for t in node_class.ami_selector_terms] == ["al2023@latest"]
+    assert [dict(t.tags) for t in node_class.subnet_selector_terms] == [
+        {"karpenter.sh/discovery": "my-cluster"}
+    ]
+    assert dict(node_class.tags) == {"team": "platform"}
+    (root,) = node_class.block_device_mappings
+    assert (root.device_name, root.root_volume, root.volume_size_bytes, root.volume_type) == (
+        "/dev/xvda",
+        True,
+        50 * 2**30,
+        "gp3",
+    )
+    assert node_class.metadata_options.http_tokens == "required"
+    for kubelet in (launch.kubelet, listing.kubelet):
+        assert kubelet.max_pods == 110
+        assert not kubelet.HasField("pods_per_core")
+        assert dict(kubelet.system_reserved) == {"cpu": "100m", "memory": "100Mi"}
 
 
 async def test_resource_exhausted_carries_every_failed_offering(

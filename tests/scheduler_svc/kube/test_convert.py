@@ -14,13 +14,12 @@ from scheduler_svc.core.taints import Taint, TaintEffect
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.convert import (
     daemonset_pod_from_k8s,
-    kubelet_proto_from_k8s,
-    node_class_proto_from_k8s,
+    kubelet_from_k8s,
+    node_class_from_k8s,
     node_from_k8s,
     node_from_nodeclaim,
     nodepool_from_k8s,
     pod_from_k8s,
-    root_volume_size_bytes,
     volume_zones_of,
 )
 
@@ -325,16 +324,14 @@ EC2_NODE_CLASS = yaml.safe_load(
 
 
 def test_the_example_ec2nodeclass_becomes_the_actuators_launch_parameters() -> None:
-    """The shipped EC2NodeClass example converts to the contract's NodeClass (selector terms,
+    """The shipped EC2NodeClass example converts to the launch settings (selector terms,
     tags, block devices with the volume size in bytes, IMDS options), its kubelet block and
     its root volume size."""
-    node_class = node_class_proto_from_k8s(EC2_NODE_CLASS)
+    node_class = node_class_from_k8s(EC2_NODE_CLASS)
     assert node_class.name == "default"
     assert node_class.role == "KarpenterNodeRole-my-cluster"
-    assert [t.alias for t in node_class.ami_selector_terms] == ["al2023@latest"]
-    assert dict(node_class.subnet_selector_terms[0].tags) == {
-        "karpenter.sh/discovery": "my-cluster"
-    }
+    assert [t.alias for t in node_class.ami_terms] == ["al2023@latest"]
+    assert dict(node_class.subnet_terms[0].tags) == {"karpenter.sh/discovery": "my-cluster"}
     assert dict(node_class.tags) == {"team": "platform"}
     (root,) = node_class.block_device_mappings
     assert (root.device_name, root.root_volume, root.volume_size_bytes) == (
@@ -345,12 +342,12 @@ def test_the_example_ec2nodeclass_becomes_the_actuators_launch_parameters() -> N
     assert (root.volume_type, root.encrypted) == ("gp3", True)
     assert node_class.metadata_options.http_tokens == "required"
     assert node_class.metadata_options.http_put_response_hop_limit == 1
-    assert root_volume_size_bytes(EC2_NODE_CLASS) == 50 * 2**30
+    assert node_class.root_volume_size_bytes == 50 * 2**30
 
-    kubelet = kubelet_proto_from_k8s(EC2_NODE_CLASS)
+    kubelet = kubelet_from_k8s(EC2_NODE_CLASS)
     assert kubelet is not None
     assert kubelet.max_pods == 110
-    assert not kubelet.HasField("pods_per_core")
+    assert kubelet.pods_per_core is None
     assert dict(kubelet.system_reserved) == {"cpu": "100m", "memory": "100Mi"}
     assert dict(kubelet.eviction_hard) == {"memory.available": "5%"}
 
@@ -359,8 +356,8 @@ def test_an_ec2nodeclass_with_a_bad_volume_size_names_the_field() -> None:
     """A block device whose volumeSize is not a quantity is reported with its field path."""
     broken = _with(EC2_NODE_CLASS, ["spec", "blockDeviceMappings", 0, "ebs", "volumeSize"], "big")
     with pytest.raises(InvalidObjectError) as raised:
-        node_class_proto_from_k8s(broken)
+        node_class_from_k8s(broken)
     assert str(raised.value).startswith(
         "EC2NodeClass default: spec.blockDeviceMappings[0].ebs.volumeSize"
     )
-    assert kubelet_proto_from_k8s({"metadata": {"name": "bare"}, "spec": {}}) is None
+    assert kubelet_from_k8s({"metadata": {"name": "bare"}, "spec": {}}) is None

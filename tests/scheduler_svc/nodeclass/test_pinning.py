@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from daiku.actuator.v1 import actuator_pb2
+from scheduler_svc.core.nodeclass import (
+    AmiTerm,
+    NodeClassSpec,
+    SecurityGroupTerm,
+    SubnetTerm,
+    pairs,
+)
 from scheduler_svc.nodeclass.pinning import (
     pin_resolved,
     resolved_security_group_ids,
@@ -28,12 +34,12 @@ def node_class(*, subnets: str = "True", groups: str = "True", observed: int = 3
     }
 
 
-def proto() -> actuator_pb2.NodeClass:
-    return actuator_pb2.NodeClass(
+def proto() -> NodeClassSpec:
+    return NodeClassSpec(
         name="default",
-        subnet_selector_terms=[actuator_pb2.SubnetSelectorTerm(tags=DISCOVERY)],
-        security_group_selector_terms=[actuator_pb2.SecurityGroupSelectorTerm(tags=DISCOVERY)],
-        ami_selector_terms=[actuator_pb2.AmiSelectorTerm(alias="al2023@latest")],
+        subnet_terms=(SubnetTerm(tags=pairs(DISCOVERY)),),
+        security_group_terms=(SecurityGroupTerm(tags=pairs(DISCOVERY)),),
+        ami_terms=(AmiTerm(alias="al2023@latest"),),
     )
 
 
@@ -43,16 +49,16 @@ def test_launches_are_pinned_to_the_current_status_subnets_and_groups() -> None:
     original message are left as they were."""
     original = proto()
     pinned = pin_resolved(original, node_class())
-    assert [(t.id, dict(t.tags)) for t in pinned.subnet_selector_terms] == [
+    assert [(t.id, dict(t.tags)) for t in pinned.subnet_terms] == [
         ("subnet-a", {}),
         ("subnet-b", {}),
     ]
-    assert [(t.id, dict(t.tags)) for t in pinned.security_group_selector_terms] == [
+    assert [(t.id, dict(t.tags)) for t in pinned.security_group_terms] == [
         ("sg-1", {}),
         ("sg-2", {}),
     ]
-    assert [t.alias for t in pinned.ami_selector_terms] == ["al2023@latest"]
-    assert [dict(t.tags) for t in original.subnet_selector_terms] == [DISCOVERY]
+    assert [t.alias for t in pinned.ami_terms] == ["al2023@latest"]
+    assert [dict(t.tags) for t in original.subnet_terms] == [DISCOVERY]
 
 
 def test_a_stale_or_unready_status_list_leaves_its_terms() -> None:
@@ -63,5 +69,5 @@ def test_a_stale_or_unready_status_list_leaves_its_terms() -> None:
     assert resolved_subnet_ids(node_class(subnets="False")) == ()
     assert resolved_security_group_ids(node_class(subnets="False")) == ("sg-1", "sg-2")
     pinned = pin_resolved(original, node_class(subnets="False"))
-    assert [dict(t.tags) for t in pinned.subnet_selector_terms] == [DISCOVERY]
-    assert [t.id for t in pinned.security_group_selector_terms] == ["sg-1", "sg-2"]
+    assert [dict(t.tags) for t in pinned.subnet_terms] == [DISCOVERY]
+    assert [t.id for t in pinned.security_group_terms] == ["sg-1", "sg-2"]

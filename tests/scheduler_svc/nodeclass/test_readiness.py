@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from daiku.actuator.v1 import actuator_pb2
 from scheduler_svc.actuator_client import (
     NodeClassResolution,
     ResolvedAmi,
     ResolvedSecurityGroup,
     ResolvedSubnet,
 )
+from scheduler_svc.core.nodeclass import AmiTerm, NodeClassSpec
 from scheduler_svc.nodeclass import (
     NODECLASS_READINESS,
     NODEPOOL_READINESS,
@@ -80,13 +80,11 @@ def node_class(*, amis_ready: str = "True", observed: int = 3, generation: int =
 def test_launches_are_pinned_to_the_current_status_amis() -> None:
     """A launch's AMI terms become the status's ids when AMIsReady is True at the class's
     generation; a stale or unready status leaves the terms as written."""
-    proto = actuator_pb2.NodeClass(
-        name="default", ami_selector_terms=[actuator_pb2.AmiSelectorTerm(alias="al2023@latest")]
-    )
+    proto = NodeClassSpec(name="default", ami_terms=(AmiTerm(alias="al2023@latest"),))
     pinned = pin_amis(proto, node_class())
-    assert [t.id for t in pinned.ami_selector_terms] == ["ami-new", "ami-arm"]
-    assert not any(t.alias for t in pinned.ami_selector_terms)
-    assert [t.alias for t in proto.ami_selector_terms] == ["al2023@latest"]  # not mutated
+    assert [t.id for t in pinned.ami_terms] == ["ami-new", "ami-arm"]
+    assert not any(t.alias for t in pinned.ami_terms)
+    assert [t.alias for t in proto.ami_terms] == ["al2023@latest"]  # not mutated
     assert resolved_ami_ids(node_class(observed=2)) == ()
     assert resolved_ami_ids(node_class(amis_ready="False")) == ()
     assert pin_amis(proto, node_class(observed=2)) is proto

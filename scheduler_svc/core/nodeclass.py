@@ -1,0 +1,123 @@
+"""An EC2NodeClass's launch settings as typed values (Karpenter v1 field meanings).
+
+`scheduler_svc.kube.convert` builds them from the object once; the actuator client turns them
+into the contract's messages; everything between (the catalog per kubelet settings, launches
+pinned to the resolved AMIs, subnets and security groups, the status controller) works on these
+values and never on protobuf. Maps are sorted `(key, value)` tuples so every value is hashable
+(the catalog is cached per `KubeletSpec`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+def pairs(mapping: Mapping[str, str]) -> Pairs:
+    """A map as sorted pairs (hashable, compared by content)."""
+    return tuple(sorted(mapping.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class SubnetTerm:
+    tags: Pairs = ()
+    id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityGroupTerm:
+    tags: Pairs = ()
+    id: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AmiTerm:
+    id: str = ""
+    name: str = ""
+    alias: str = ""
+    tags: Pairs = ()
+    owner: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockDeviceMapping:
+    device_name: str = ""
+    root_volume: bool = False
+    volume_size_bytes: int = 0
+    volume_type: str = ""
+    iops: int = 0
+    throughput_mibps: int = 0
+    encrypted: bool = False
+    kms_key_id: str = ""
+    delete_on_termination: bool = True
+    snapshot_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataOptions:
+    http_endpoint: str = ""
+    http_protocol_ipv6: str = ""
+    http_put_response_hop_limit: int = 0
+    http_tokens: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClassSpec:
+    """What a launch (and ResolveNodeClass) needs of an EC2NodeClass."""
+
+    name: str
+    subnet_terms: tuple[SubnetTerm, ...] = ()
+    security_group_terms: tuple[SecurityGroupTerm, ...] = ()
+    ami_terms: tuple[AmiTerm, ...] = ()
+    tags: Pairs = ()
+    user_data: str = ""
+    role: str = ""
+    instance_profile: str = ""
+    block_device_mappings: tuple[BlockDeviceMapping, ...] = ()
+    metadata_options: MetadataOptions = MetadataOptions()
+    ami_family: str = ""
+    associate_public_ip_address: bool = False
+
+    @property
+    def root_volume_size_bytes(self) -> int:
+        """The root volume's size (the mapping marked root, else the first; 0: unset, the
+        actuator then assumes its default). Bounds the nodes' ephemeral-storage."""
+        mappings = self.block_device_mappings
+        root = next((m for m in mappings if m.root_volume), mappings[0] if mappings else None)
+        return root.volume_size_bytes if root is not None else 0
+
+    def pinned(
+        self,
+        *,
+        ami_ids: tuple[str, ...] = (),
+        subnet_ids: tuple[str, ...] = (),
+        security_group_ids: tuple[str, ...] = (),
+    ) -> NodeClassSpec:
+        """These settings with each selector term list replaced by the given ids (a list with
+        no ids given stays as written)."""
+        changes: dict[str, object] = {}
+        if ami_ids:
+            changes["ami_terms"] = tuple(AmiTerm(id=i) for i in ami_ids)
+        if subnet_ids:
+            changes["subnet_terms"] = tuple(SubnetTerm(id=i) for i in subnet_ids)
+        if security_group_ids:
+            changes["security_group_terms"] = tuple(
+                SecurityGroupTerm(id=i) for i in security_group_ids
+            )
+        return dataclasses.replace(self, **changes) if changes else self  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletSpec:
+    """An EC2NodeClass's spec.kubelet (what allocatable and the node's kubelet depend on)."""
+
+    system_reserved: Pairs = ()
+    kube_reserved: Pairs = ()
+    eviction_hard: Pairs = ()
+    cluster_dns: tuple[str, ...] = ()
+    max_pods: int | None = None
+    pods_per_core: int | None = None
