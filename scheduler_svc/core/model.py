@@ -146,14 +146,45 @@ class TopologySpreadConstraint:
     match_label_keys: tuple[str, ...] = ()
 
 
+#: The label every namespace carries with its own name (Kubernetes sets it since 1.22).
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True)
+class NamespaceScope:
+    """The namespaces whose pods a term counts: ``names``, plus every namespace ``selector``
+    selects (an empty selector selects all). Namespace labels other than
+    ``kubernetes.io/metadata.name`` are not known to the solver, so a selector on them selects
+    no namespace beyond ``names``."""
+
+    names: frozenset[str]
+    selector: LabelSelector | None = None
+
+    def includes(self, namespace: str) -> bool:
+        """Whether pods in ``namespace`` count."""
+        if namespace in self.names:
+            return True
+        return self.selector is not None and self.selector.matches(
+            {LABEL_NAMESPACE_NAME: namespace}
+        )
+
+
 @dataclass(frozen=True)
 class PodAffinityTerm:
-    """Pods selected by ``label_selector`` in ``namespaces`` (empty: the pod's own) within one
-    ``topology_key`` domain."""
+    """Pods selected by ``label_selector`` within one ``topology_key`` domain, in
+    ``namespaces`` and the namespaces ``namespace_selector`` selects (both unset: the pod's
+    own; ``namespace_selector`` empty: every namespace)."""
 
     topology_key: str
     label_selector: LabelSelector = field(default_factory=LabelSelector)
     namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+
+    def scope(self, own_namespace: str) -> NamespaceScope:
+        """The namespaces this term counts pods in, for a pod in ``own_namespace``."""
+        if not self.namespaces and self.namespace_selector is None:
+            return NamespaceScope(frozenset({own_namespace}))
+        return NamespaceScope(frozenset(self.namespaces), self.namespace_selector)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from scheduler_svc.core.catalog_index import (
     resource_vector,
 )
 from scheduler_svc.core.model import (
+    NamespaceScope,
     OfferingOption,
     Pod,
     Resources,
@@ -39,11 +40,6 @@ from scheduler_svc.core.solver_state import (
 from scheduler_svc.core.taints import first_untolerated
 
 _NO_RESOURCES = Resources()
-
-
-def namespace_ok(namespace: str, namespaces: frozenset[str]) -> bool:
-    """Whether a pod in ``namespace`` is within a term's namespaces."""
-    return namespace in namespaces
 
 
 class SolverSetup:
@@ -73,9 +69,9 @@ class SolverSetup:
                 problem.instance_types, self.dimensions, problem.unavailable_offerings
             )
         self.groups: list[Group] = []
-        self.group_ids: dict[tuple[str, Requirements, frozenset[str]], int] = {}
+        self.group_ids: dict[tuple[str, Requirements, NamespaceScope], int] = {}
         self.inverse: list[Group] = []
-        self.inverse_ids: dict[tuple[str, Requirements, frozenset[str]], int] = {}
+        self.inverse_ids: dict[tuple[str, Requirements, NamespaceScope], int] = {}
         self.bins: list[Bin] = []
         self.claims: list[Bin] = []
         self.unschedulable: list[UnschedulablePod] = []
@@ -182,7 +178,7 @@ class SolverSetup:
             return [base]
         return [base.intersect(Requirements.of(term)) for term in pod.required_node_affinity]
 
-    def _group(self, key: str, selector: Requirements, namespaces: frozenset[str]) -> int:
+    def _group(self, key: str, selector: Requirements, namespaces: NamespaceScope) -> int:
         ident = (key, selector, namespaces)
         gid = self.group_ids.get(ident)
         if gid is None:
@@ -191,7 +187,7 @@ class SolverSetup:
             self.group_ids[ident] = gid
         return gid
 
-    def _inverse_group(self, key: str, selector: Requirements, namespaces: frozenset[str]) -> int:
+    def _inverse_group(self, key: str, selector: Requirements, namespaces: NamespaceScope) -> int:
         ident = (key, selector, namespaces)
         iid = self.inverse_ids.get(ident)
         if iid is None:
@@ -274,7 +270,7 @@ class SolverSetup:
     def _compile(self, cls: PodClass) -> None:
         pod = cls.sample
         cls.node_terms = self._node_terms(pod, cls.softs)
-        own_namespace = frozenset({pod.namespace})
+        own_namespace = NamespaceScope(frozenset({pod.namespace}))
         cls.spreads, cls.affinity, cls.anti, cls.inverse_owned = [], [], [], []
         spreads = [
             s
@@ -306,20 +302,21 @@ class SolverSetup:
         ):
             terms = list(hard) + [s.term for s in cls.softs if s.kind == kind and s.term]
             for term in terms:
-                namespaces = frozenset(term.namespaces) or own_namespace
+                namespaces = term.scope(pod.namespace)
                 selector = term.label_selector.requirements
                 refs.append(
                     AffinityRef(
                         self._group(term.topology_key, selector, namespaces),
                         term.topology_key,
-                        namespace_ok(cls.namespace, namespaces) and selector.matches(cls.labels),
+                        namespaces.includes(cls.namespace) and selector.matches(cls.labels),
                         f"{what} on {term.topology_key}",
                     )
                 )
         for term in pod.pod_anti_affinity:
-            namespaces = frozenset(term.namespaces) or own_namespace
             cls.inverse_owned.append(
-                self._inverse_group(term.topology_key, term.label_selector.requirements, namespaces)
+                self._inverse_group(
+                    term.topology_key, term.label_selector.requirements, term.scope(pod.namespace)
+                )
             )
 
     def _match_groups(self, cls: PodClass) -> None:
@@ -364,8 +361,11 @@ class SolverSetup:
                             group.counts[domain] = group.counts.get(domain, 0) + 1
                             group.total += 1
                 for term in pod.pod_anti_affinity:
-                    namespaces = frozenset(term.namespaces) or frozenset({pod.namespace})
-                    ident = (term.topology_key, term.label_selector.requirements, namespaces)
+                    ident = (
+                        term.topology_key,
+                        term.label_selector.requirements,
+                        term.scope(pod.namespace),
+                    )
                     iid = self.inverse_ids.get(ident)
                     if iid is None:
                         iid = self._inverse_group(*ident)

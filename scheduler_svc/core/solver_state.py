@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from scheduler_svc.core.model import (
     HostPort,
+    NamespaceScope,
     Node,
     NodePool,
     Pod,
@@ -55,12 +56,12 @@ def format_limit(dimension: str, amount: int) -> str:
 class Group:
     key: str
     selector: Requirements
-    namespaces: frozenset[str]
+    namespaces: NamespaceScope
     counts: dict[object, int] = field(default_factory=dict)
     total: int = 0
 
     def matches(self, namespace: str, labels: dict[str, str]) -> bool:
-        return namespace in self.namespaces and self.selector.matches(labels)
+        return self.namespaces.includes(namespace) and self.selector.matches(labels)
 
 
 @dataclass(frozen=True)

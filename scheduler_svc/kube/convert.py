@@ -410,6 +410,9 @@ def _pod_affinity_term(reader: _Reader, value: Any, at: str) -> PodAffinityTerm:
             reader.text(n, f"{at}.namespaces[{i}]")
             for i, n in enumerate(reader.items(term.get("namespaces"), f"{at}.namespaces"))
         ),
+        namespace_selector=reader.label_selector(
+            term.get("namespaceSelector"), f"{at}.namespaceSelector"
+        ),
     )
 
 

@@ -128,3 +128,56 @@ def test_deprecated_zone_selector_pins_the_zone(tmp_path: Path) -> None:
 
     assert plan["unschedulable"] == []
     assert {c["zone"] for c in plan["nodeClaims"]} == {"us-east-1b"}
+
+
+def test_anti_affinity_with_empty_namespace_selector_avoids_other_namespaces(
+    tmp_path: Path,
+) -> None:
+    """Required anti-affinity with namespaceSelector {} keeps a web pod off the node running
+    the db pod in namespace "data" (Kubernetes: an empty namespaceSelector matches all
+    namespaces); before, daiku placed it there and kube-scheduler refused the binding."""
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "ip-10-0-0-1",
+            "labels": {
+                "kubernetes.io/hostname": "ip-10-0-0-1",
+                "topology.kubernetes.io/zone": "us-east-1a",
+            },
+        },
+        "status": {"allocatable": {"cpu": "3920m", "memory": "14Gi", "pods": "58"}},
+    }
+    db = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "db", "namespace": "data", "labels": {"app": "db"}},
+        "spec": {
+            "nodeName": "ip-10-0-0-1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}],
+        },
+    }
+    avoid_db = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app": "db"}},
+                    "namespaceSelector": {},
+                }
+            ]
+        }
+    }
+    manifests = write(
+        tmp_path,
+        "m.yaml",
+        nodepool(),
+        node,
+        db,
+        deployment("web", 1, {"cpu": "500m"}, affinity=avoid_db),
+    )
+
+    plan = plan_json("-f", str(manifests))
+
+    assert plan["existingNodePlacements"] == []
+    assert [c["pods"] for c in plan["nodeClaims"]] == [["default/web-0"]]

@@ -6,9 +6,20 @@ pod exactly where Karpenter and kube-scheduler would.
 
 from __future__ import annotations
 
-from scheduler_svc.core import InstanceType, NodePool, Operator, Requirement
+from scheduler_svc.core import (
+    InstanceType,
+    LabelSelector,
+    Node,
+    NodePool,
+    Operator,
+    Pod,
+    PodAffinityTerm,
+    Requirement,
+    Resources,
+    TopologySpreadConstraint,
+)
 
-from .builders import instance_type, pod, run, zone_of
+from .builders import GIB, claim_of, instance_type, pod, run, zone_of
 
 ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
 
@@ -118,3 +129,100 @@ def test_deprecated_instance_type_key_in_a_nodepool_requirement() -> None:
     result = run([pod("p", 0.5, 1)], _arch_types(), (pool,))
 
     assert [c.instance_type for c in result.new_claims] == ["m6g.large"]
+
+
+HOSTNAME = "kubernetes.io/hostname"
+EVERY_NAMESPACE = LabelSelector()
+
+
+def test_empty_namespace_selector_affinity_follows_a_pod_in_another_namespace() -> None:
+    """Required pod affinity with namespaceSelector {} puts the pod beside its target in another
+    namespace (kubernetes-sigs/karpenter scheduling/topology_test.go "should filter pod affinity
+    topologies by namespace, empty namespace selector")."""
+    types = [instance_type("m5.large", 2, 8, 0.096)]
+    target = pod("target", 1, 1, namespace="empty-ns-selector", labels={"security": "s2"})
+    follower = pod(
+        "follower",
+        0.5,
+        0.5,
+        pod_affinity=(
+            PodAffinityTerm(
+                HOSTNAME,
+                LabelSelector.of({"security": "s2"}),
+                namespace_selector=EVERY_NAMESPACE,
+            ),
+        ),
+    )
+    # Ten pods spread one per node, as in the upstream test: the pair shares a node only
+    # because of the affinity.
+    spread = TopologySpreadConstraint(HOSTNAME, 1, label_selector=LabelSelector.of({"app": "s"}))
+    filler = [
+        pod(f"spread-{i}", 0.5, 0.5, labels={"app": "s"}, topology_spread=(spread,))
+        for i in range(10)
+    ]
+
+    result = run([target, follower, *filler], types)
+
+    assert result.unschedulable == ()
+    assert claim_of(result, "default/follower") == claim_of(result, "empty-ns-selector/target")
+
+
+def _node_running_db_in(namespace: str) -> Node:
+    db = pod("db", 0.5, 0.5, namespace=namespace, labels={"app": "db"})
+    return Node(
+        "node-1",
+        {HOSTNAME: "node-1", "topology.kubernetes.io/zone": "zone-a"},
+        allocatable=Resources(4000, 16 * GIB, 110, 20 * GIB),
+        pods=(db,),
+    )
+
+
+def test_empty_namespace_selector_anti_affinity_avoids_a_pod_in_another_namespace() -> None:
+    """Required anti-affinity with namespaceSelector {} keeps the pod off a node running a
+    matching pod in any namespace (Kubernetes: "an empty namespaceSelector ({}) matches all
+    namespaces", concepts/scheduling-eviction/assign-pod-node, Namespace selector); kube-scheduler
+    would refuse the existing node, so the plan needs a new one."""
+    avoider = pod(
+        "avoider",
+        0.5,
+        0.5,
+        pod_anti_affinity=(
+            PodAffinityTerm(
+                HOSTNAME, LabelSelector.of({"app": "db"}), namespace_selector=EVERY_NAMESPACE
+            ),
+        ),
+    )
+
+    result = run(
+        [avoider], [instance_type("m5.large", 2, 8, 0.096)], nodes=(_node_running_db_in("data"),)
+    )
+
+    assert result.existing_placements == ()
+    assert [c.pods for c in result.new_claims] == [("default/avoider",)]
+
+
+def test_namespace_selector_by_metadata_name_counts_that_namespace_only() -> None:
+    """A namespaceSelector on kubernetes.io/metadata.name (set on every namespace) selects that
+    namespace: anti-affinity to pods in "data" avoids node-1, to pods in "cache" does not."""
+
+    def avoider(name: str, namespace: str) -> Pod:
+        selector = LabelSelector.of({"kubernetes.io/metadata.name": namespace})
+        return pod(
+            name,
+            0.5,
+            0.5,
+            pod_anti_affinity=(
+                PodAffinityTerm(
+                    HOSTNAME, LabelSelector.of({"app": "db"}), namespace_selector=selector
+                ),
+            ),
+        )
+
+    result = run(
+        [avoider("avoids-data", "data"), avoider("avoids-cache", "cache")],
+        [instance_type("m5.large", 2, 8, 0.096)],
+        nodes=(_node_running_db_in("data"),),
+    )
+
+    assert [p.pods for p in result.existing_placements] == [("default/avoids-cache",)]
+    assert [c.pods for c in result.new_claims] == [("default/avoids-data",)]
