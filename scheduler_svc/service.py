@@ -37,6 +37,7 @@ from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.nodeclass import NodeClassStatusController, NodeClassStatusSettings
 from scheduler_svc.provisioning.batcher import Batcher
 from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
+from scheduler_svc.provisioning.creator import NodeClaimCreator
 from scheduler_svc.provisioning.launch import ClaimLauncher
 from scheduler_svc.provisioning.provisioner import Provisioner
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
@@ -77,7 +78,6 @@ class SchedulerService:
         self.options = options or ServiceOptions()
         self.metrics = metrics or SchedulerMetrics()
         self.mirror = ClusterMirror()
-        self.launching: set[str] = set()
         self.provisioner: Provisioner | None = None
         self.lifecycle: LifecycleController | None = None
         self.interruption: InterruptionController | None = None
@@ -200,11 +200,13 @@ class SchedulerService:
             unavailable=unavailable,
             metrics=self.metrics,
         )
+        # The one NodeClaim creator: provisioning, disruption and lifecycle share it.
+        creator = NodeClaimCreator(writer=writer, launcher=launcher, metrics=self.metrics)
         self.provisioner = Provisioner(
             mirror=self.mirror,
             writer=writer,
             catalog=catalog,
-            launcher=launcher,
+            creator=creator,
             unavailable=unavailable,
             metrics=self.metrics,
             batcher=Batcher(
@@ -213,16 +215,14 @@ class SchedulerService:
                 recheck_seconds=settings.pending_pods_recheck_seconds,
                 has_pending=self._has_provisionable_pods,
             ),
-            launching=self.launching,
             catalogs=catalog_indexes,
         )
         self.lifecycle = LifecycleController(
             mirror=self.mirror,
             writer=writer,
             actuator=actuator,
-            launcher=launcher,
+            creator=creator,
             metrics=self.metrics,
-            launching=self.launching,
             settings=self.options.lifecycle,
             clock=self.options.wall_clock,
         )
@@ -240,8 +240,7 @@ class SchedulerService:
             mirror=mirror,
             writer=writer,
             metrics=self.metrics,
-            launch=launcher.launch,
-            launching=self.launching,
+            creator=creator,
             instance_types=lambda: catalog_instance_types(mirror, catalog),
             settings=dataclasses.replace(
                 self.options.disruption, options=settings.consolidation_options()

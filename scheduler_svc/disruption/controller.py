@@ -27,7 +27,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, NoReturn
+from typing import Literal, NoReturn
 
 import structlog
 
@@ -47,7 +47,7 @@ from scheduler_svc.core.disruption import (
 )
 from scheduler_svc.core.model import InstanceType
 from scheduler_svc.disruption.snapshot import build_snapshot, nodeclass_state
-from scheduler_svc.errors import KubeAlreadyExistsError, KubeApiError
+from scheduler_svc.errors import KubeApiError
 from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
@@ -66,7 +66,7 @@ from scheduler_svc.kube.writer import (
     with_condition,
 )
 from scheduler_svc.metrics import SchedulerMetrics
-from scheduler_svc.provisioning.nodeclaim_template import new_nodeclaim_name, nodeclaim_from_plan
+from scheduler_svc.provisioning.creator import NodeClaimCreator
 from scheduler_svc.state.cluster import Change, ClusterMirror, pod_node_name
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
 
@@ -76,7 +76,6 @@ _DIGITS = re.compile(r"[-\d.]+")
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 _WATCHED = frozenset({PODS, NODES, NODE_CLAIMS, NODE_POOLS, EC2_NODE_CLASSES})
 InstanceTypesSource = Callable[[], Awaitable[tuple[InstanceType, ...]]]
-Launch = Callable[[KubeObject], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +120,7 @@ class DisruptionController:
         mirror: ClusterMirror,
         writer: KubeWriter,
         metrics: SchedulerMetrics,
-        launch: Launch | None = None,
-        launching: set[str] | None = None,
+        creator: NodeClaimCreator | None = None,
         instance_types: InstanceTypesSource = _no_instance_types,
         settings: DisruptionControllerSettings | None = None,
         clock: Callable[[], datetime] = utc_now,
@@ -131,8 +129,7 @@ class DisruptionController:
         self._mirror = mirror
         self._writer = writer
         self._metrics = metrics
-        self._launch = launch
-        self._launching = launching if launching is not None else set()
+        self._creator = creator
         self._instance_types = instance_types
         self.settings = settings or DisruptionControllerSettings()
         self._clock = clock
@@ -442,37 +439,13 @@ class DisruptionController:
         names: list[str] = []
         for plan in decision.replacements:
             pool = self._mirror.get(NODE_POOLS, plan.nodepool)
-            if pool is None:
+            if pool is None or self._creator is None:
                 continue
-            for _ in range(3):
-                name = new_nodeclaim_name(plan.nodepool)
-                self._launching.add(name)
-                try:
-                    created = await self._writer.create_nodeclaim(
-                        nodeclaim_from_plan(plan, pool, name=name)
-                    )
-                except KubeAlreadyExistsError:
-                    self._launching.discard(name)
-                    continue
-                except KubeApiError as error:
-                    self._launching.discard(name)
-                    log.warning("disruption_replacement_failed", error=str(error))
-                    break
-                names.append(name)
-                self._metrics.claim_step(plan.nodepool, "created")
-                log.info(
-                    "disruption_replacement_created",
-                    nodeclaim=name,
-                    replaces=list(decision.nodeclaims),
-                    instance_type=plan.instance_type,
-                )
-                try:
-                    if self._launch is not None:
-                        await self._launch(created)
-                finally:
-                    # Without a launcher the lifecycle controller launches it (not in launching).
-                    self._launching.discard(name)
-                break
+            created = await self._creator.create(
+                plan, pool, replaces=list(decision.nodeclaims), reason=decision.reason
+            )
+            if created is not None:
+                names.append(created.name)
         return names
 
     async def _wait_initialized(self, decision: DisruptionDecision, names: list[str]) -> bool:

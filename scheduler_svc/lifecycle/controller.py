@@ -58,7 +58,7 @@ from scheduler_svc.lifecycle.termination import (
     Terminator,
 )
 from scheduler_svc.metrics import SchedulerMetrics
-from scheduler_svc.provisioning.launch import ClaimLauncher
+from scheduler_svc.provisioning.creator import NodeClaimCreator
 from scheduler_svc.provisioning.nodeclaim_template import format_quantity
 from scheduler_svc.state.cluster import Change, ClusterMirror
 
@@ -111,18 +111,16 @@ class LifecycleController:
         mirror: ClusterMirror,
         writer: KubeWriter,
         actuator: Any,
-        launcher: ClaimLauncher,
+        creator: NodeClaimCreator,
         metrics: SchedulerMetrics,
-        launching: set[str],
         settings: LifecycleSettings | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._mirror = mirror
         self._writer = writer
         self._actuator = actuator
-        self._launcher = launcher
+        self._creator = creator
         self._metrics = metrics
-        self._launching = launching
         self.settings = settings or LifecycleSettings()
         self._clock = clock
         self._terminator = Terminator(
@@ -214,7 +212,7 @@ class LifecycleController:
             return
         launched = condition(claim, "Launched")
         if launched is None or launched.get("status") != "True":
-            if name in self._launching:
+            if self._creator.in_flight(name):
                 return
             created = parse_timestamp(metadata.get("creationTimestamp")) or now
             if now - created > timedelta(seconds=self.settings.launch_timeout_seconds):
@@ -287,10 +285,8 @@ class LifecycleController:
 
     async def _launch(self, name: str) -> None:
         claim = self._mirror.nodeclaim(name)
-        if claim is None or name in self._launching:
-            return
-        log.info("nodeclaim_relaunch", nodeclaim=name)
-        await self._launcher.launch(claim)
+        if claim is not None:
+            await self._creator.relaunch(claim)
 
     async def _expire(self, name: str, why: str) -> None:
         claim = self._mirror.nodeclaim(name)
@@ -420,7 +416,7 @@ class LifecycleController:
         for name, claim in list(self._mirror.objects(NODE_CLAIMS).items()):
             if name in live or _metadata(claim).get("deletionTimestamp"):
                 continue
-            if not is_condition_true(claim, "Launched") or name in self._launching:
+            if not is_condition_true(claim, "Launched") or self._creator.in_flight(name):
                 continue
             try:
                 instance = await self._actuator.get_nodeclaim(name)

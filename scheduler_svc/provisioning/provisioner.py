@@ -10,7 +10,8 @@ A round:
 3. solves with the core, per group of NodePools sharing one instance-type catalog (allocatable
    depends on the EC2NodeClass's kubelet settings), highest weight first, exhausted offerings
    (`UnavailableOfferingsCache`) excluded;
-4. writes one NodeClaim per new claim and launches them all concurrently (`ClaimLauncher`);
+4. writes one NodeClaim per new claim and launches them all concurrently (`NodeClaimCreator`,
+   which disruption's replacements go through too);
    the round ends when the mirror shows what it wrote (so the next solve counts it, and
    NodePool limits hold across rounds);
 5. records Events: `Nominated` (which claim takes the pod) and `FailedProvisioning` (the
@@ -42,7 +43,6 @@ from scheduler_svc.core.model import (
 from scheduler_svc.errors import (
     ActuatorError,
     InvalidObjectError,
-    KubeAlreadyExistsError,
     KubeApiError,
 )
 from scheduler_svc.kube.convert import node_class_from_k8s
@@ -64,8 +64,8 @@ from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.nodeclass.readiness import NODECLASS_READY, first_unresolved
 from scheduler_svc.provisioning.batcher import Batcher, BatchWindow
 from scheduler_svc.provisioning.catalog import CatalogKey, InstanceTypeCatalog, catalog_key
-from scheduler_svc.provisioning.launch import ClaimLauncher, LaunchOutcome, LaunchResult
-from scheduler_svc.provisioning.nodeclaim_template import new_nodeclaim_name, nodeclaim_from_plan
+from scheduler_svc.provisioning.creator import NodeClaimCreator
+from scheduler_svc.provisioning.launch import LaunchOutcome, LaunchResult
 from scheduler_svc.provisioning.status import ensure_condition
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
@@ -137,11 +137,10 @@ class Provisioner:
         mirror: ClusterMirror,
         writer: KubeWriter,
         catalog: InstanceTypeCatalog,
-        launcher: ClaimLauncher,
+        creator: NodeClaimCreator,
         unavailable: UnavailableOfferingsCache,
         metrics: SchedulerMetrics,
         batcher: Batcher,
-        launching: set[str],
         catch_up_timeout_seconds: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         catalogs: CatalogCache | None = None,
@@ -149,11 +148,10 @@ class Provisioner:
         self._mirror = mirror
         self._writer = writer
         self._catalog = catalog
-        self._launcher = launcher
+        self._creator = creator
         self._unavailable = unavailable
         self._metrics = metrics
         self.batcher = batcher
-        self._launching = launching
         self._catch_up_timeout_seconds = catch_up_timeout_seconds
         self._clock = clock
         self._snapshotter = CoreSnapshotter(mirror)
@@ -441,45 +439,21 @@ class Provisioner:
     ) -> list[LaunchResult]:
         loop = asyncio.get_running_loop()
 
+        def launch_sent() -> None:
+            now = loop.time()
+            result.first_launch_sent_at = result.first_launch_sent_at or now
+            result.last_launch_sent_at = now
+
         async def create_and_launch(plan: NodeClaimPlan) -> LaunchResult | None:
-            pool = pools[plan.nodepool]
-            created: KubeObject | None = None
-            for _ in range(3):
-                name = new_nodeclaim_name(plan.nodepool)
-                self._launching.add(name)
-                try:
-                    created = await self._writer.create_nodeclaim(
-                        nodeclaim_from_plan(plan, pool.obj, name=name)
-                    )
-                    break
-                except KubeAlreadyExistsError:
-                    self._launching.discard(name)
-                except KubeApiError as error:
-                    self._launching.discard(name)
-                    log.warning("nodeclaim_create_failed", nodepool=plan.nodepool, error=str(error))
-                    return None
+            created = await self._creator.create(
+                plan, pools[plan.nodepool].obj, before_launch=launch_sent
+            )
             if created is None:
                 return None
-            result.claims_created.append(name)
-            result.plans[name] = plan
-            self._metrics.claim_step(plan.nodepool, "created")
-            log.info(
-                "nodeclaim_created",
-                nodeclaim=name,
-                nodepool=plan.nodepool,
-                pods=len(plan.pods),
-                instance_type=plan.instance_type,
-                offerings=len(plan.offerings),
-            )
-            try:
-                now = loop.time()
-                result.first_launch_sent_at = result.first_launch_sent_at or now
-                result.last_launch_sent_at = now
-                launched = await self._launcher.launch(created)
-            finally:
-                self._launching.discard(name)
-            result.launches[name] = launched.outcome
-            return launched
+            result.claims_created.append(created.name)
+            result.plans[created.name] = plan
+            result.launches[created.name] = created.launch.outcome
+            return created.launch
 
         outcomes = await asyncio.gather(*(create_and_launch(p) for p in plans))
         return [o for o in outcomes if o is not None]
