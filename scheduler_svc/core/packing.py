@@ -188,13 +188,17 @@ class Packing(Pricing):
             if not room_bits and domains:
                 key, domains = "", []
                 room_bits, reached = self._limit_room(pool, head_bits, 1)
-            if not room_bits:
+            # -1: no type within the limits, or none of them has a priced offering.
+            target = self._choose_target(pool, room_bits) if room_bits else -1
+            if target < 0:
                 head.reasons[pool.nodepool.name] = (
                     f"NodePool {pool.nodepool.name} limit {reached} reached"
+                    if reached
+                    else f"NodePool {pool.nodepool.name}: no instance type that holds the pod "
+                    "has a priced offering"
                 )
                 failed.add(head.id)
                 continue
-            target = self._choose_target(pool, room_bits)
             bins = self._open_bins(pool, target, key, domains)
             units = 1.0
             alloc = self.catalog.allocatable[target]

@@ -86,7 +86,12 @@ class Pricing(Topology):
             alloc = allocatable[p]
             units = 1.0
             for d, amount, overhead in demanded:
-                fraction = (alloc[d] - overhead) / amount
+                room = alloc[d] - overhead
+                if room <= 0:
+                    # The type has none of this resource (another class's GPU, say): pods
+                    # needing it go elsewhere, so that demand does not rank this type.
+                    continue
+                fraction = room / amount
                 if fraction < units:  # noqa: PLR1730 - a comparison is cheaper than min() here
                     units = fraction
             if units <= 0:

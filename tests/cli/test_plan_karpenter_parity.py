@@ -181,3 +181,25 @@ def test_anti_affinity_with_empty_namespace_selector_avoids_other_namespaces(
 
     assert plan["existingNodePlacements"] == []
     assert [c["pods"] for c in plan["nodeClaims"]] == [["default/web-0"]]
+
+
+def test_gpu_neuron_and_plain_pods_plan_without_crashing(tmp_path: Path) -> None:
+    """A GPU pod, a Neuron pod and a plain pod in one batch: exit 0 with the two device pods on
+    different nodes (Karpenter "should launch pods with resources that aren't on any single
+    instance type on different instances"); before, `daiku plan` exited 1 with `ValueError:
+    negative shift count`."""
+    manifests = write(
+        tmp_path,
+        "m.yaml",
+        nodepool(),
+        deployment("train", 1, {"cpu": "500m", "nvidia.com/gpu": "1"}),
+        deployment("infer", 1, {"cpu": "500m", "aws.amazon.com/neuron": "1"}),
+        deployment("web", 1, {"cpu": "500m"}),
+    )
+
+    plan = plan_json("-f", str(manifests))
+
+    assert plan["unschedulable"] == []
+    claims = {pod: c["instanceType"] for c in plan["nodeClaims"] for pod in c["pods"]}
+    assert claims["default/train-0"] != claims["default/infer-0"]
+    assert claims["default/infer-0"].split(".")[0] in ("inf1", "inf2", "trn1")

@@ -11,6 +11,7 @@ from scheduler_svc.core import (
     LabelSelector,
     Node,
     NodePool,
+    Offering,
     Operator,
     Pod,
     PodAffinityTerm,
@@ -226,3 +227,62 @@ def test_namespace_selector_by_metadata_name_counts_that_namespace_only() -> Non
 
     assert [p.pods for p in result.existing_placements] == [("default/avoids-cache",)]
     assert [c.pods for c in result.new_claims] == [("default/avoids-data",)]
+
+
+def _device_type(name: str, price: float, device: str) -> InstanceType:
+    resources = Resources(8000, 32 * GIB, 110, 20 * GIB, ((device, 25),))
+    return InstanceType(
+        name,
+        resources,
+        resources,
+        {"kubernetes.io/arch": "amd64"},
+        (Offering("zone-a", "on-demand", price),),
+    )
+
+
+def _device_pod(name: str, device: str | None) -> Pod:
+    extended = ((device, 1),) if device else ()
+    return Pod(name, containers=(Resources(500, GIB, 0, 0, extended),))
+
+
+def test_pods_needing_resources_no_single_type_has_get_different_nodes() -> None:
+    """Two pods each needing a device only one type has get one node each (kubernetes-sigs/
+    karpenter scheduling/suite_test.go "should launch pods with resources that aren't on any
+    single instance type on different instances"); before, both were unschedulable."""
+    types = [
+        _device_type("gpu-one", 1.0, "karpenter.sh/super-great-gpu"),
+        _device_type("gpu-two", 0.8, "karpenter.sh/even-better-gpu"),
+        instance_type("plain", 2, 8, 0.1),
+    ]
+    pods = [
+        _device_pod("one", "karpenter.sh/super-great-gpu"),
+        _device_pod("two", "karpenter.sh/even-better-gpu"),
+    ]
+
+    result = run(pods, types)
+
+    assert result.unschedulable == ()
+    assert sorted((c.instance_type, c.pods) for c in result.new_claims) == [
+        ("gpu-one", ("default/one",)),
+        ("gpu-two", ("default/two",)),
+    ]
+
+
+def test_a_plain_pod_beside_two_device_pods_does_not_crash_the_solver() -> None:
+    """Adding a plain pod to the two device pods gives a plan, not `ValueError: negative shift
+    count` (no type could hold the whole batch's demand, so no claim had a target type)."""
+    types = [
+        _device_type("gpu-one", 1.0, "karpenter.sh/super-great-gpu"),
+        _device_type("gpu-two", 0.8, "karpenter.sh/even-better-gpu"),
+        instance_type("plain", 2, 8, 0.1),
+    ]
+    pods = [
+        _device_pod("one", "karpenter.sh/super-great-gpu"),
+        _device_pod("two", "karpenter.sh/even-better-gpu"),
+        _device_pod("plain", None),
+    ]
+
+    result = run(pods, types)
+
+    assert result.unschedulable == ()
+    assert claim_of(result, "default/one") != claim_of(result, "default/two")
