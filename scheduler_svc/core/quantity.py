@@ -5,6 +5,11 @@ Grammar (k8s.io/apimachinery resource.Quantity):
 suffix (m, "", k, M, G, T, P, E) or a decimal exponent (``e3``, ``E-2``). Values are exact
 fractions; conversion to integer base units rounds up, as Kubernetes does for requests
 (``0.1m`` of cpu is 1 milli-core, ``0.5`` bytes is 1 byte).
+
+Bounded, so that no input costs more than microseconds: at most 64 characters, a decimal
+exponent of at most two digits, and a magnitude of at most 2^63-1 (Kubernetes' own ceiling).
+Without the bounds ``1e20000000`` is exact arithmetic on a twenty-million-digit integer, seconds
+of CPU on every round that reads it.
 """
 
 from __future__ import annotations
@@ -15,8 +20,12 @@ from fractions import Fraction
 
 _QUANTITY = re.compile(
     r"^(?P<sign>[+-]?)(?P<number>\d+\.?\d*|\.\d+)"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|m|k|M|G|T|P|E)?$"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d{1,2}|m|k|M|G|T|P|E)?$",
+    re.ASCII,
 )
+_LONG_EXPONENT = re.compile(r"[eE][+-]?\d{3,}$", re.ASCII)
+MAX_QUANTITY_TEXT = 64
+MAX_QUANTITY = 2**63 - 1
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
@@ -33,10 +42,19 @@ def parse_quantity(value: str | int | float) -> Fraction:
     """
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
-    text = str(value).strip() if isinstance(value, int | float) else value.strip()
+    if isinstance(value, int) and abs(value) > MAX_QUANTITY:
+        raise QuantityError(f"{_shown(value)} is larger than {MAX_QUANTITY} (2^63-1)")
+    text = str(value) if isinstance(value, int | float) else value
+    if len(text) > MAX_QUANTITY_TEXT:
+        raise QuantityError(f"{_shown(value)} is longer than {MAX_QUANTITY_TEXT} characters")
+    text = text.strip()
     match = _QUANTITY.match(text)
+    if match is None and _LONG_EXPONENT.search(text):
+        raise QuantityError(f"{_shown(value)} has an exponent beyond e99")
     if match is None:
-        raise QuantityError(f"{value!r} is not a quantity (expected e.g. 500m, 1.5, 512Mi, 1G)")
+        raise QuantityError(
+            f"{_shown(value)} is not a quantity (expected e.g. 500m, 1.5, 512Mi, 1G)"
+        )
     number = Fraction(match["number"])
     suffix = match["suffix"] or ""
     if suffix in _BINARY:
@@ -45,7 +63,17 @@ def parse_quantity(value: str | int | float) -> Fraction:
         number *= Fraction(10) ** _DECIMAL[suffix]
     elif suffix:
         number *= Fraction(10) ** int(suffix[1:])
+    if number > MAX_QUANTITY:
+        raise QuantityError(f"{_shown(value)} is larger than {MAX_QUANTITY} (2^63-1)")
     return -number if match["sign"] == "-" else number
+
+
+def _shown(value: str | int | float) -> str:
+    """The value quoted for an error, cut short when long (a message must stay readable)."""
+    if isinstance(value, int) and abs(value) > MAX_QUANTITY:
+        return "an integer"  # str() of a huge int is itself slow (and refused past 4300 digits)
+    text = repr(value[:41] if isinstance(value, str) else value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def ceil_units(quantity: Fraction, scale: int = 1) -> int:

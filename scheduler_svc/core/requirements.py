@@ -348,3 +348,18 @@ class Requirements:
             if vs.less_than is not None:
                 out.append(Requirement(key, Operator.LT, (str(vs.less_than),)))
         return tuple(out)
+
+
+def contradiction(requirements: Iterable[Requirement], labels: Mapping[str, str]) -> str | None:
+    """Why no node can carry these labels and meet these requirements together (None: some
+    node can): the requirements on one key admit no value (a label every launched node gets,
+    or one the requirements insist on), or a label's value is one they exclude."""
+    written = tuple(requirements)
+    for key, value_set in Requirements.of(written).items:
+        must_have_label = is_well_known(key) or not value_set.allows_absent
+        if not value_set.has_any_value() and must_have_label:
+            terms = ", ".join(r.describe() for r in written if r.key == key)
+            return f"the requirements on {key} admit no value ({terms})"
+        if key in labels and not value_set.allows(labels[key]):
+            return f"label {key}={labels[key]} is excluded by {value_set.describe(key)}"
+    return None

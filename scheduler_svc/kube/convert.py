@@ -58,6 +58,7 @@ from scheduler_svc.core.requirements import (
     Operator,
     Requirement,
     RequirementError,
+    contradiction,
 )
 from scheduler_svc.core.taints import Taint, TaintEffect, Toleration
 from scheduler_svc.errors import InvalidObjectError
@@ -545,10 +546,15 @@ def nodepool_from_k8s(obj: KubeObject) -> NodePool:
                 f"spec.template.spec.requirements[{i}].key",
                 f"{requirement.key} is restricted: daiku sets it on each node itself",
             )
+    labels = reader.strings(template_metadata.get("labels"), "spec.template.metadata.labels")
+    # Refused here, not left to the solver: the pool would show Ready and never take a pod.
+    contradicted = contradiction(requirements, labels)
+    if contradicted is not None:
+        raise reader.error("spec.template", contradicted)
     return NodePool(
         name=reader.name,
         requirements=requirements,
-        labels=reader.strings(template_metadata.get("labels"), "spec.template.metadata.labels"),
+        labels=labels,
         taints=reader.taints(template_spec.get("taints"), "spec.template.spec.taints"),
         startup_taints=reader.taints(
             template_spec.get("startupTaints"), "spec.template.spec.startupTaints"

@@ -186,6 +186,10 @@ NODEPOOL_BREAKAGES = {
         {"kubernetes.io/role": "x"}
     ),
     "limit not a quantity": lambda s: s["limits"].update(cpu="lots"),
+    "negative limit": lambda s: s["limits"].update(cpu=-5),
+    "negative limit as text": lambda s: s["limits"].update(cpu="-5"),
+    "limit with a huge exponent": lambda s: s["limits"].update(cpu="1e20000000"),
+    "limit with twenty digits": lambda s: s["limits"].update(memory="12345678901234567890"),
     "unknown field": lambda s: s.update(ttlSecondsAfterEmpty=30),
     "nodeClassRef to another kind": lambda s: s["template"]["spec"]["nodeClassRef"].update(
         kind="AWSNodeTemplate"

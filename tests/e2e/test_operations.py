@@ -382,3 +382,26 @@ async def test_consolidation_thresholds_reach_the_disruption_controller(stack: S
     assert controller is not None
     options = controller.settings.options
     assert (options.min_saving_fraction, options.spot_to_spot_min_types) == (0.3, 5)
+
+
+async def test_a_nodepool_with_contradictory_requirements_is_not_ready(stack: Stack) -> None:
+    """A NodePool whose requirements admit no capacity type (In spot and NotIn spot) shows
+    ValidationSucceeded=False and Ready=False naming the key, and launches nothing."""
+    await stack.apply_pool(
+        requirements=[
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+            {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]},
+        ]
+    )
+    await stack.start_scheduler()
+    await stack.create_pods(1, cpu="500m", memory="512Mi")
+
+    async def not_ready() -> dict[str, Any] | None:
+        [pool] = await stack.objects("nodepools")
+        return pool if conditions(pool).get("Ready") == "False" else None
+
+    pool = await until(not_ready, timeout_seconds=30)
+    messages = {c["type"]: c.get("message", "") for c in pool["status"]["conditions"]}
+    assert "karpenter.sh/capacity-type admit no value" in messages["ValidationSucceeded"]
+    assert "karpenter.sh/capacity-type admit no value" in messages["Ready"]
+    assert await stack.objects("nodeclaims") == []

@@ -1,5 +1,6 @@
 """Kubernetes quantity grammar, exactly."""
 
+import time
 from fractions import Fraction
 
 import pytest
@@ -54,3 +55,34 @@ def test_bytes_round_up() -> None:
     assert to_base_units("512Mi") == 536870912
     assert to_base_units("1.5") == 2
     assert to_base_units("1G") == 1_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("1e20000000", "exponent beyond e99"),
+        ("1e-20000000", "exponent beyond e99"),
+        ("1e99", "larger than 9223372036854775807"),
+        ("9223372036854775808", "larger than"),
+        ("8Ei", "larger than"),
+        (10**40, "an integer is larger than"),
+        ("1" * 65, "longer than 64 characters"),
+        (" " * 10_000_000 + "1", "longer than 64 characters"),
+        ("\u0661", "is not a quantity"),
+    ],
+)
+def test_quantities_past_the_bounds_are_refused_at_once(value: str | int, says: str) -> None:
+    """A quantity with a long exponent, above 2^63-1, longer than 64 characters or with
+    non-ASCII digits is a QuantityError saying which bound, within a millisecond (the
+    unbounded parse of 1e20000000 took seconds)."""
+    started = time.process_time()
+    with pytest.raises(QuantityError, match=says):
+        parse_quantity(value)
+    assert time.process_time() - started < 0.01
+
+
+def test_the_largest_quantities_still_parse() -> None:
+    """Kubernetes' ceiling 2^63-1 and 7Ei are quantities."""
+    assert parse_quantity("9223372036854775807") == 2**63 - 1
+    assert parse_quantity("7Ei") == 7 * 1024**6
+    assert parse_quantity("1e18") == 10**18

@@ -7,6 +7,7 @@ from scheduler_svc.core.requirements import (
     Requirement,
     RequirementError,
     Requirements,
+    contradiction,
 )
 
 ARCH = "kubernetes.io/arch"
@@ -92,3 +93,51 @@ def test_invalid_requirements_raise() -> None:
         Requirement("k", Operator.GT, ("x",))
     with pytest.raises(RequirementError):
         Requirement("k", Operator.EXISTS, ("x",))
+
+
+def _req(key: str, operator: str, *values: str) -> Requirement:
+    return Requirement(key, Operator(operator), values)
+
+
+@pytest.mark.parametrize(
+    ("requirements", "labels", "says"),
+    [
+        (
+            [_req("karpenter.sh/capacity-type", "In", "spot"),
+             _req("karpenter.sh/capacity-type", "NotIn", "spot")],
+            {},
+            "requirements on karpenter.sh/capacity-type admit no value",
+        ),
+        ([_req("team", "In", "a"), _req("team", "In", "b")], {}, "on team admit no value"),
+        ([_req("node.kubernetes.io/instance-type", "DoesNotExist")], {}, "admit no value"),
+        ([_req("karpenter.k8s.aws/instance-cpu", "Gt", "8"),
+          _req("karpenter.k8s.aws/instance-cpu", "Lt", "4")], {}, "admit no value"),
+        ([_req("team", "In", "b")], {"team": "a"}, "label team=a is excluded by team In [b]"),
+        ([_req("team", "DoesNotExist")], {"team": "a"}, "label team=a is excluded"),
+    ],
+)  # fmt: skip
+def test_contradictory_nodepool_requirements_are_named(
+    requirements: list[Requirement], labels: dict[str, str], says: str
+) -> None:
+    """Requirements no node can meet (on a key every node has or one they insist on), or a
+    template label they exclude, are a contradiction naming the key."""
+    found = contradiction(requirements, labels)
+    assert found is not None
+    assert says in found
+
+
+@pytest.mark.parametrize(
+    ("requirements", "labels"),
+    [
+        ([_req("karpenter.sh/capacity-type", "In", "spot", "on-demand"),
+          _req("karpenter.sh/capacity-type", "NotIn", "spot")], {}),
+        ([_req("team", "DoesNotExist")], {}),
+        ([_req("team", "NotIn", "b")], {"team": "a"}),
+        ([], {"team": "a"}),
+    ],
+)  # fmt: skip
+def test_satisfiable_nodepool_requirements_are_no_contradiction(
+    requirements: list[Requirement], labels: dict[str, str]
+) -> None:
+    """Requirements some node can meet, with labels they admit, are not a contradiction."""
+    assert contradiction(requirements, labels) is None
