@@ -140,3 +140,20 @@ class InstanceFit(SolverSetup):
                 or "minValues"
             )
         return low
+
+    @staticmethod
+    def _host_port_taken(b: Bin, cls: PodClass, requirements: Requirements) -> str | None:
+        """Why the class's host ports cannot be bound on ``b`` (None: they can): a pod already
+        there binds one, or a DaemonSet that will run on the new node (one whose node terms
+        the claim, narrowed to ``requirements``, still admits) binds it first."""
+        for port in cls.host_ports:
+            if any(port.conflicts(other) for other in b.ports):
+                return f"hostPort {port.describe()} is already bound on {b.name}"
+            if b.pool is None:
+                continue
+            for daemon in b.pool.daemon_ports:
+                if any(port.conflicts(other) for other in daemon.host_ports) and any(
+                    term.conflict(requirements) is None for term in daemon.node_terms
+                ):
+                    return f"hostPort {port.describe()} taken by DaemonSet {daemon.name}"
+        return None

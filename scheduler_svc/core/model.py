@@ -211,6 +211,11 @@ class HostPort:
     protocol: str = "TCP"
     host_ip: str = "0.0.0.0"  # noqa: S104 - the Kubernetes default meaning "every address"
 
+    def describe(self) -> str:
+        """``8080/TCP`` (``10.0.0.1:8080/UDP`` with a host IP)."""
+        address = "" if self.host_ip == "0.0.0.0" else f"{self.host_ip}:"  # noqa: S104
+        return f"{address}{self.port}/{self.protocol}"
+
     def conflicts(self, other: HostPort) -> bool:
         """Whether two pods binding these cannot share a node."""
         if self.port != other.port or self.protocol != other.protocol:

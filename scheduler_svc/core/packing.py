@@ -50,8 +50,9 @@ class Packing(Pricing):
                 return 0, b.requirements, b.bits
             requirements, bits = static
         if cls.host_ports:
-            if any(p.conflicts(q) for p in cls.host_ports for q in b.ports):
-                self.last_failure = "host port conflict"
+            taken = self._host_port_taken(b, cls, requirements)
+            if taken is not None:
+                self.last_failure = taken
                 return 0, requirements, bits
             cap = min(cap, 1)
         for key in cls.keys:

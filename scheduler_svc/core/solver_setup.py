@@ -31,6 +31,7 @@ from scheduler_svc.core.requirements import (
 from scheduler_svc.core.solver_state import (
     AffinityRef,
     Bin,
+    DaemonPorts,
     Group,
     PodClass,
     Pool,
@@ -123,15 +124,19 @@ class SolverSetup:
                 Requirements.from_labels(labels)
             )
             overhead = [0] * len(self.dimensions)
+            daemon_ports: list[DaemonPorts] = []
             for daemon in self.problem.daemonsets:
                 if first_untolerated(daemon.tolerations, nodepool.taints) is not None:
                     continue
-                if not any(
-                    term.conflict(requirements) is None for term in self._node_terms(daemon, [])
-                ):
+                daemon_terms = self._node_terms(daemon, [])
+                if not any(term.conflict(requirements) is None for term in daemon_terms):
                     continue
                 for d, amount in enumerate(self._vector(daemon.requests())):
                     overhead[d] += amount
+                if daemon.host_ports:
+                    daemon_ports.append(
+                        DaemonPorts(daemon.name, daemon.host_ports, tuple(daemon_terms))
+                    )
             bits = self.catalog.compatible(requirements) & self.catalog.fits(overhead)
             used = [0] * len(self.dimensions)
             count = 0
@@ -151,6 +156,7 @@ class SolverSetup:
                     used,
                     count,
                     tuple((r.key, r.min_values) for r in nodepool.requirements if r.min_values),
+                    tuple(daemon_ports),
                 )
             )
         return pools

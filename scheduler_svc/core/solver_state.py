@@ -146,6 +146,16 @@ class Bin:
     limit_capacity: tuple[int, ...] | None = None
 
 
+@dataclass(frozen=True)
+class DaemonPorts:
+    """A DaemonSet that runs on a pool's new nodes and binds host ports there (its pod
+    arrives with the node, before any pending pod), on nodes one of ``node_terms`` admits."""
+
+    name: str
+    host_ports: tuple[HostPort, ...]
+    node_terms: tuple[Requirements, ...]
+
+
 @dataclass
 class Pool:
     index: int
@@ -157,3 +167,4 @@ class Pool:
     used_capacity: list[int]
     nodes: int
     min_values: tuple[tuple[str, int], ...] = ()
+    daemon_ports: tuple[DaemonPorts, ...] = ()

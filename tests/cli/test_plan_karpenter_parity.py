@@ -9,6 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner
+
+from daiku_cli.main import app
+
 from .test_plan import deployment, nodepool, plan_json, write
 
 ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
@@ -203,3 +207,55 @@ def test_gpu_neuron_and_plain_pods_plan_without_crashing(tmp_path: Path) -> None
     claims = {pod: c["instanceType"] for c in plan["nodeClaims"] for pod in c["pods"]}
     assert claims["default/train-0"] != claims["default/infer-0"]
     assert claims["default/infer-0"].split(".")[0] in ("inf1", "inf2", "trn1")
+
+
+NODE_EXPORTER = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {"name": "node-exporter", "namespace": "monitoring"},
+    "spec": {
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "exporter",
+                        "resources": {"requests": {"cpu": "100m"}},
+                        "ports": [{"containerPort": 9100, "hostPort": 9100}],
+                    }
+                ]
+            }
+        }
+    },
+}
+
+
+def _binds_9100() -> dict[str, Any]:
+    return deployment(
+        "metrics",
+        1,
+        {"cpu": "100m"},
+        containers=[
+            {
+                "name": "c",
+                "resources": {"requests": {"cpu": "100m"}},
+                "ports": [{"containerPort": 9100, "hostPort": 9100}],
+            }
+        ],
+    )
+
+
+def test_daemonset_host_port_refuses_new_nodes_and_explain_names_it(tmp_path: Path) -> None:
+    """A pod binding the hostPort node-exporter's DaemonSet binds gets no new node (Karpenter
+    "should account for daemonset hostports"), and `--explain` names the rule: hostPort 9100
+    taken by DaemonSet node-exporter."""
+    manifests = write(tmp_path, "m.yaml", nodepool(), NODE_EXPORTER, _binds_9100())
+
+    plan = plan_json("-f", str(manifests))
+    explained = CliRunner().invoke(
+        app, ["plan", "-f", str(manifests), "--explain", "default/metrics-0"]
+    )
+
+    assert plan["nodeClaims"] == []
+    assert [u["pod"] for u in plan["unschedulable"]] == ["default/metrics-0"]
+    assert explained.exit_code == 0, explained.output
+    assert "hostPort 9100/TCP taken by DaemonSet node-exporter" in explained.stdout

@@ -7,6 +7,7 @@ pod exactly where Karpenter and kube-scheduler would.
 from __future__ import annotations
 
 from scheduler_svc.core import (
+    HostPort,
     InstanceType,
     LabelSelector,
     Node,
@@ -286,3 +287,50 @@ def test_a_plain_pod_beside_two_device_pods_does_not_crash_the_solver() -> None:
 
     assert result.unschedulable == ()
     assert claim_of(result, "default/one") != claim_of(result, "default/two")
+
+
+def _daemon(name: str, port: int, **kwargs: object) -> Pod:
+    return Pod(
+        name,
+        containers=(Resources(100, 128 * 1024**2),),
+        host_ports=(HostPort(port),),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_a_daemonset_host_port_blocks_new_nodes_for_a_pod_binding_it() -> None:
+    """A pod binding hostPort 8080 gets no new node when a DaemonSet on every new node binds
+    8080 too (kubernetes-sigs/karpenter provisioning/suite_test.go "should account for daemonset
+    hostports": no node launched); the reason names the DaemonSet."""
+    web = pod("web", 1, 1, host_ports=(HostPort(8080),))
+
+    result = run(
+        [web], [instance_type("m5.large", 2, 8, 0.096)], daemonsets=(_daemon("exporter", 8080),)
+    )
+
+    assert result.new_claims == ()
+    (refused,) = result.unschedulable
+    assert "hostPort 8080/TCP taken by DaemonSet exporter" in refused.reason
+
+
+def test_a_daemonset_that_skips_the_node_leaves_its_host_port_free() -> None:
+    """A DaemonSet selecting large nodes does not bind 8080 on the small node a pod requiring
+    small gets (Karpenter "should not account for daemonset hostports when daemonset would not
+    schedule on selected node"); its port blocks only claims it can land on."""
+    size = "karpenter.k8s.aws/instance-size"
+    types = [
+        instance_type("m5.large", 2, 8, 0.096, labels={size: "large"}),
+        instance_type("m5.small", 2, 8, 0.05, labels={size: "small"}),
+    ]
+    only_large = _daemon(
+        "exporter",
+        8080,
+        required_node_affinity=((Requirement(size, Operator.IN, ("large",)),),),
+    )
+    small = pod("small", 0.5, 0.5, host_ports=(HostPort(8080),), node_selector={size: "small"})
+    large = pod("large", 0.5, 0.5, host_ports=(HostPort(8080),), node_selector={size: "large"})
+
+    result = run([small, large], types, daemonsets=(only_large,))
+
+    assert [c.pods for c in result.new_claims] == [("default/small",)]
+    assert [u.pod for u in result.unschedulable] == ["default/large"]
