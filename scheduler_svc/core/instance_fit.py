@@ -28,7 +28,9 @@ class InstanceFit(SolverSetup):
         self, cls: PodClass, pool: Pool
     ) -> tuple[Requirements | None, int, str | None]:
         name = pool.nodepool.name
-        taint = first_untolerated(cls.sample.tolerations, pool.taints)
+        taint = first_untolerated(
+            cls.sample.tolerations, pool.taints, preferences=cls.avoids_preferred_taints
+        )
         if taint is not None:
             return None, 0, f"taint:{taint.describe()}"
         conflicts: list[str] = []
@@ -85,7 +87,12 @@ class InstanceFit(SolverSetup):
         node = b.node
         assert node is not None
         result: Requirements | None = None
-        if first_untolerated(cls.sample.tolerations, node.taints) is None:
+        if (
+            first_untolerated(
+                cls.sample.tolerations, node.taints, preferences=cls.avoids_preferred_taints
+            )
+            is None
+        ):
             for term in cls.node_terms:
                 if term.matches(node.labels):
                     result = term

@@ -15,8 +15,9 @@ How it works (and why it is fast):
   opened and the claims are filled together, round-robin, so the skew lets each take its share.
 * Instance types are bitsets (``CatalogIndex``); topology counts are kept per group and domain
   and updated as pods are placed, never recounted.
-* Preferences (preferred node/pod affinity, ScheduleAnyway spreads) start as requirements and
-  are relaxed one at a time, lightest first, for the pods that could not be placed.
+* Preferences (preferred pod and node affinity, ScheduleAnyway spreads, NodePools'
+  PreferNoSchedule taints) start as requirements and are relaxed one at a time, in Karpenter's
+  order, for the pods that could not be placed (``SolverSetup._softs``).
 Every pod left over gets the reason that ruled it out, per NodePool.
 
 The steps live by concept in a chain of classes over one state, each building on the one

@@ -177,9 +177,11 @@ class SolverSetup:
             base = base.intersect(
                 Requirements.of([Requirement(LABEL_ZONE, Operator.IN, tuple(pod.volume_zones))])
             )
-        for soft in softs:
-            if soft.node_requirements is not None:
-                base = base.intersect(soft.node_requirements)
+        # Only the heaviest preferred node term still standing applies (Karpenter: "select
+        # heaviest preference and treat as a requirement"); relaxing drops it for the next.
+        preferred = next((s.node_requirements for s in softs if s.node_requirements), None)
+        if preferred is not None:
+            base = base.intersect(preferred)
         if not pod.required_node_affinity:
             return [base]
         return [base.intersect(Requirements.of(term)) for term in pod.required_node_affinity]
@@ -248,11 +250,12 @@ class SolverSetup:
         # Largest first (cpu, then memory), as kube-scheduler-minded bin packers do.
         return (tuple(-x for x in cls.request[:2]), -len(cls.keys), cls.sample.key)
 
-    @staticmethod
-    def _softs(pod: Pod) -> list[Soft]:
-        """Preferences in the order they are relaxed (first dropped first): preferred pod
-        affinity, preferred anti-affinity, preferred node affinity, ScheduleAnyway spreads;
-        lightest first within each kind."""
+    def _softs(self, pod: Pod) -> list[Soft]:
+        """Preferences in the order they are relaxed (first dropped first), as Karpenter's:
+        preferred pod affinity and anti-affinity (lightest first: every term applies at once,
+        decision 0002), preferred node affinity (one term applies at a time, heaviest first;
+        Karpenter's NewPodRequirements and removePreferredNodeAffinityTerm), ScheduleAnyway
+        spreads, and last the NodePools' PreferNoSchedule taints (toleratePreferNoSchedule)."""
         softs: list[Soft] = []
         softs += [
             Soft(w.weight, "affinity", term=w.term)
@@ -264,18 +267,25 @@ class SolverSetup:
         ]
         softs += [
             Soft(p.weight, "node", node_requirements=Requirements.of(p.requirements))
-            for p in sorted(pod.preferred_node_affinity, key=lambda p: p.weight)
+            for p in sorted(pod.preferred_node_affinity, key=lambda p: -p.weight)
         ]
         softs += [
             Soft(0, "spread", spread=s)
             for s in pod.topology_spread
             if s.when_unsatisfiable is WhenUnsatisfiable.SCHEDULE_ANYWAY
         ]
+        if any(
+            first_untolerated(pod.tolerations, p.taints, preferences=True) is not None
+            and first_untolerated(pod.tolerations, p.taints) is None
+            for p in self.problem.nodepools
+        ):
+            softs.append(Soft(0, "taints"))
         return softs
 
     def _compile(self, cls: PodClass) -> None:
         pod = cls.sample
         cls.node_terms = self._node_terms(pod, cls.softs)
+        cls.avoids_preferred_taints = any(s.kind == "taints" for s in cls.softs)
         own_namespace = NamespaceScope(frozenset({pod.namespace}))
         cls.spreads, cls.affinity, cls.anti, cls.inverse_owned = [], [], [], []
         spreads = [

@@ -89,7 +89,7 @@ class Soft:
     """A preference the solver treats as required until relaxed."""
 
     weight: int
-    kind: str  # node | affinity | anti | spread
+    kind: str  # affinity | anti | node | spread | taints
     node_requirements: Requirements | None = None
     term: PodAffinityTerm | None = None
     spread: TopologySpreadConstraint | None = None
@@ -120,6 +120,8 @@ class PodClass:
         self.host_ports: tuple[HostPort, ...] = pods[0].host_ports
         self.reasons: dict[str, str] = {}
         self.relaxed: list[str] = []
+        # PreferNoSchedule taints keep the class off until that preference is relaxed.
+        self.avoids_preferred_taints = False
 
     def take(self, count: int) -> list[Pod]:
         taken = self.pods[self.next : self.next + count]

@@ -55,10 +55,14 @@ def blocking(taint: Taint) -> bool:
     return taint.effect is not TaintEffect.PREFER_NO_SCHEDULE
 
 
-def first_untolerated(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> Taint | None:
-    """The first blocking taint none of the tolerations tolerates (None: all tolerated)."""
+def first_untolerated(
+    tolerations: Iterable[Toleration], taints: Iterable[Taint], *, preferences: bool = False
+) -> Taint | None:
+    """The first blocking taint none of the tolerations tolerates (None: all tolerated);
+    ``preferences``: PreferNoSchedule taints block too (Karpenter avoids them until its last
+    relaxation)."""
     held = tuple(tolerations)
     for taint in taints:
-        if blocking(taint) and not any(t.tolerates(taint) for t in held):
+        if (preferences or blocking(taint)) and not any(t.tolerates(taint) for t in held):
             return taint
     return None

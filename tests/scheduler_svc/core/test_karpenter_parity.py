@@ -16,8 +16,11 @@ from scheduler_svc.core import (
     Operator,
     Pod,
     PodAffinityTerm,
+    PreferredNodeAffinityTerm,
     Requirement,
     Resources,
+    Taint,
+    TaintEffect,
     TopologySpreadConstraint,
 )
 
@@ -334,3 +337,54 @@ def test_a_daemonset_that_skips_the_node_leaves_its_host_port_free() -> None:
 
     assert [c.pods for c in result.new_claims] == [("default/small",)]
     assert [u.pod for u in result.unschedulable] == ["default/large"]
+
+
+def test_a_prefer_no_schedule_nodepool_is_avoided_while_another_can_launch() -> None:
+    """With equal weights, a NodePool whose taint is PreferNoSchedule loses to an untainted one
+    even when its name sorts first (kubernetes-sigs/karpenter scheduling/preferences.go: the
+    toleration for PreferNoSchedule taints is added only at the last relaxation)."""
+    tainted = NodePool("a-tainted", taints=(Taint("spot-only", TaintEffect.PREFER_NO_SCHEDULE),))
+    plain = NodePool("b-plain")
+
+    result = run([pod("p", 1, 1)], [instance_type("m5.large", 2, 8, 0.096)], (tainted, plain))
+
+    assert [c.nodepool for c in result.new_claims] == ["b-plain"]
+
+
+def test_a_prefer_no_schedule_nodepool_is_used_once_nothing_else_can() -> None:
+    """The tainted pool still launches when the untainted one cannot hold the pod: the
+    preference is relaxed last, not turned into a requirement."""
+    tainted = NodePool("a-tainted", taints=(Taint("big", TaintEffect.PREFER_NO_SCHEDULE),))
+    small_only = NodePool(
+        "b-small",
+        requirements=(Requirement("node.kubernetes.io/instance-type", Operator.IN, ("m5.large",)),),
+    )
+    types = [instance_type("m5.large", 2, 8, 0.096), instance_type("m5.4xlarge", 16, 64, 0.768)]
+
+    result = run([pod("big", 8, 8)], types, (tainted, small_only))
+
+    assert [(c.nodepool, c.instance_type) for c in result.new_claims] == [
+        ("a-tainted", "m5.4xlarge")
+    ]
+
+
+def test_the_heaviest_preferred_node_term_is_tried_alone_first() -> None:
+    """Preferred node affinity: the heaviest term applies first; when it cannot be met it is
+    dropped and the next heaviest applies, so an impossible heavy preference does not discard a
+    satisfiable lighter one (kubernetes-sigs/karpenter pkg/scheduling/requirements.go "select
+    heaviest preference and treat as a requirement"; preferences.go removes terms heaviest
+    first)."""
+    impossible = PreferredNodeAffinityTerm(
+        100, (Requirement("topology.kubernetes.io/zone", Operator.IN, ("mars-1",)),)
+    )
+    zone_b = PreferredNodeAffinityTerm(
+        10, (Requirement("topology.kubernetes.io/zone", Operator.IN, ("zone-b",)),)
+    )
+    zone_c = PreferredNodeAffinityTerm(
+        50, (Requirement("topology.kubernetes.io/zone", Operator.IN, ("zone-c",)),)
+    )
+    picky = pod("picky", 1, 1, preferred_node_affinity=(impossible, zone_b, zone_c))
+
+    result = run([picky], [instance_type("m5.large", 2, 8, 0.096)])
+
+    assert zone_of(result, "default/picky") == "zone-c"
