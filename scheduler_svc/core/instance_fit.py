@@ -102,7 +102,9 @@ class InstanceFit(SolverSetup):
 
     def _static_claim(self, b: Bin, cls: PodClass) -> tuple[Requirements, int] | None:
         assert b.pool is not None
-        ident = (b.requirements, cls.id)
+        # The answer depends on the claim's target type too: claims with equal requirements
+        # may target different types (one that cannot hold the class, one that can).
+        ident = (b.requirements, b.target, cls.id)
         if ident in self._static_claim_cache:
             return self._static_claim_cache[ident]
         result: tuple[Requirements, int] | None = None

@@ -80,7 +80,7 @@ class SolverSetup:
         self.classes = self._build_classes(problem.pods)
         self._collect_running()
         self._static_claim_cache: dict[
-            tuple[Requirements, int], tuple[Requirements, int] | None
+            tuple[Requirements, int, int], tuple[Requirements, int] | None
         ] = {}
         self._static_node: dict[tuple[int, int], Requirements | None] = {}
         self._pool_fit: dict[tuple[int, int], tuple[Requirements | None, int, str | None]] = {}

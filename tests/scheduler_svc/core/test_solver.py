@@ -756,3 +756,16 @@ def test_claim_requirements_list_what_its_offerings_launch() -> None:
     assert ("node.kubernetes.io/instance-type", Operator.IN, ("large", "medium")) in written
     assert (ZONE, Operator.IN, ("zone-b",)) in written
     assert (CT, Operator.IN, ("on-demand",)) in written
+
+
+def test_a_pod_the_first_claims_type_cannot_hold_gets_its_own_type() -> None:
+    """An amd64 pod after a plain pod whose claim targets an arm64 type of the same price and
+    shape: the amd64 pod gets a claim of the amd64 type (a claim of equal requirements but
+    another target type does not decide for it)."""
+    arm = instance_type("a1", 1, 1, 0.01, pods=2, labels={"kubernetes.io/arch": "arm64"})
+    amd = instance_type("b1", 1, 1, 0.01, pods=2)
+    plain = pod("p0", 0.1, 0.25)
+    amd64 = pod("p9", 0.1, 0.25, node_selector={"kubernetes.io/arch": "amd64"})
+    result = run([plain, amd64], [arm, amd])
+    assert result.unschedulable == ()
+    assert result.new_claims[claim_of(result, "default/p9")].offerings[0].instance_type == "b1"

@@ -127,3 +127,60 @@ def test_a_pass_keeps_every_promise(state: DisruptionSnapshot, seconds: int) -> 
     """No decision breaks a budget or a PDB, takes a do-not-disrupt pod, costs more, or fails
     validation on an unchanged snapshot."""
     check(state, plan_disruption(state, at(seconds)), at(seconds))
+
+
+def _held(state: DisruptionSnapshot, node: Candidate) -> bool:
+    """A do-not-disrupt pod or a PDB allowing no disruption keeps the node where it is."""
+    return any(p.do_not_disrupt for p in node.pods) or any(
+        pdb.covers(p.pod) and pdb.disruptions_allowed == 0
+        for p in node.reschedulable_pods()
+        for pdb in state.pdbs
+    )
+
+
+def _budget_full(state: DisruptionSnapshot, plan: DisruptionPlan, reason: DisruptionReason) -> bool:
+    """Whether the NodePool's budgets for ``reason`` allow no more nodes after ``plan``
+    (expiry counts only budgets naming no reason, as ``check`` does)."""
+    disruption = state.nodepools[0].disruption
+    chosen = len(state.disrupting) + sum(len(d.nodes) for d in plan.decisions)
+    ceilings = [
+        b.allowed(len(state.candidates))
+        for b in disruption.budgets
+        if (not b.reasons if reason is DisruptionReason.EXPIRED else b.applies_to(reason))
+    ]
+    return chosen >= min(ceilings, default=chosen + 1)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from([60, 3700]))
+def test_a_pass_acts_on_every_due_node_the_budgets_allow(
+    state: DisruptionSnapshot, seconds: int
+) -> None:
+    """Liveness: an empty node quiet for consolidateAfter that nothing holds goes unless the
+    Empty budget is used up; when a node has expired and nothing holds it, the pass replaces
+    one expired node (one per pass) unless the budget is used up."""
+    now = at(seconds)
+    plan = plan_disruption(state, now)
+    taken = {n for d in plan.decisions for n in d.nodes}
+    disruption = state.nodepools[0].disruption
+    free = [n for n in state.candidates if n.name not in state.disrupting and not _held(state, n)]
+    wait = disruption.consolidate_after_seconds
+    for node in free:
+        quiet = (now - node.quiet_since()).total_seconds()
+        if not node.reschedulable_pods() and wait is not None and quiet >= wait:
+            assert node.name in taken or _budget_full(state, plan, DisruptionReason.EMPTY), (
+                f"empty node {node.name} left with budget to spare"
+            )
+    limit = disruption.expire_after_seconds
+    expired = [
+        n
+        for n in free
+        if n.name not in taken
+        and limit is not None
+        and (now - n.created_at).total_seconds() >= limit
+    ]
+    if expired:
+        replaced = [d for d in plan.decisions if d.reason is DisruptionReason.EXPIRED]
+        assert replaced or _budget_full(state, plan, DisruptionReason.EXPIRED), (
+            f"expired nodes {[n.name for n in expired]} left with budget to spare"
+        )
