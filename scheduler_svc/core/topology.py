@@ -61,6 +61,30 @@ class Topology(InstanceFit):
         self._existing_domain_cache[ident] = result
         return result
 
+    def _counted_reach(
+        self, cls: PodClass, pool: Pool, spread: Spread
+    ) -> tuple[Requirements | None, int]:
+        """The requirements and types through which ``pool``'s domains count for the spread's
+        minimum (None: they do not count), under its node affinity and taint policies."""
+        term, bits, reason = self._fit_pool(cls, pool)
+        if reason is not None and reason.startswith("taint:"):
+            if spread.taints_honor:
+                return None, 0
+            # nodeTaintsPolicy Ignore (the default): the domains of a pool whose taint the pod
+            # does not tolerate still count, with 0 pods in them.
+            term = next((t for t in cls.node_terms if t.conflict(pool.requirements) is None), None)
+            if term is None:
+                return None, 0
+            term = pool.requirements.intersect(term)
+            bits = pool.bits & self.catalog.compatible(term)
+        elif term is None or reason is not None:
+            return None, 0
+        if not spread.affinity_honor:
+            # nodeAffinityPolicy Ignore: every domain the pool reaches counts, not only those
+            # the pod's node affinity allows.
+            return pool.requirements, pool.bits
+        return term, bits
+
     def _universe(self, cls: PodClass, spread: Spread) -> tuple[object, ...]:
         """The domains a spread counts for its minimum: eligible existing nodes' values plus
         what compatible NodePools can launch into."""
@@ -70,13 +94,9 @@ class Topology(InstanceFit):
             return cached
         values: set[object] = set(self._existing_domains(cls, spread))
         for pool in self.pools:
-            term, bits, reason = self._fit_pool(cls, pool)
-            if term is None or reason is not None:
+            term, bits = self._counted_reach(cls, pool, spread)
+            if term is None:
                 continue
-            if not spread.affinity_honor:
-                # nodeAffinityPolicy Ignore: every domain the pool reaches counts, not only those
-                # the pod's node affinity allows.
-                term, bits = pool.requirements, pool.bits
             if spread.key in (LABEL_ZONE, LABEL_CAPACITY_TYPE):
                 zones = term.get(LABEL_ZONE)
                 capacity_types = term.get(LABEL_CAPACITY_TYPE)

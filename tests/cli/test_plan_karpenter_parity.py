@@ -259,3 +259,43 @@ def test_daemonset_host_port_refuses_new_nodes_and_explain_names_it(tmp_path: Pa
     assert [u["pod"] for u in plan["unschedulable"]] == ["default/metrics-0"]
     assert explained.exit_code == 0, explained.output
     assert "hostPort 9100/TCP taken by DaemonSet node-exporter" in explained.stdout
+
+
+def test_spread_counts_a_tainted_pools_zone_by_default(tmp_path: Path) -> None:
+    """A zone spread (nodeTaintsPolicy left out: Ignore) over NodePool "open" in us-east-1a
+    and a tainted NodePool in us-east-1b: us-east-1b counts with 0 pods, so of three replicas
+    one lands in us-east-1a and two stay Pending, as Karpenter holds them (topology_test.go
+    "should balance pods across a label when discovered from the nodepool
+    (NodeTaintsPolicy=ignore)")."""
+    zone = "topology.kubernetes.io/zone"
+    open_pool = nodepool(
+        "open",
+        template_spec={"requirements": [{"key": zone, "operator": "In", "values": ["us-east-1a"]}]},
+    )
+    tainted_pool = nodepool(
+        "tainted",
+        template_spec={
+            "requirements": [{"key": zone, "operator": "In", "values": ["us-east-1b"]}],
+            "taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
+        },
+    )
+    spread = [
+        {
+            "topologyKey": zone,
+            "maxSkew": 1,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    manifests = write(
+        tmp_path,
+        "m.yaml",
+        open_pool,
+        tainted_pool,
+        deployment("web", 3, {"cpu": "500m"}, topologySpreadConstraints=spread),
+    )
+
+    plan = plan_json("-f", str(manifests))
+
+    assert sum(len(c["pods"]) for c in plan["nodeClaims"]) == 1
+    assert len(plan["unschedulable"]) == 2

@@ -19,6 +19,7 @@ from scheduler_svc.core import (
     PreferredNodeAffinityTerm,
     Requirement,
     Resources,
+    SchedulingResult,
     Taint,
     TaintEffect,
     TopologySpreadConstraint,
@@ -388,3 +389,44 @@ def test_the_heaviest_preferred_node_term_is_tried_alone_first() -> None:
     result = run([picky], [instance_type("m5.large", 2, 8, 0.096)])
 
     assert zone_of(result, "default/picky") == "zone-c"
+
+
+def _spread_over_a_tainted_pool(taints_honor: bool) -> SchedulingResult:
+    spread = TopologySpreadConstraint(
+        "fake-label",
+        1,
+        label_selector=LabelSelector.of({"app": "spread"}),
+        node_taints_policy_honor=taints_honor,
+    )
+    foo = NodePool("default", requirements=(Requirement("fake-label", Operator.IN, ("foo",)),))
+    bar = NodePool(
+        "tainted",
+        requirements=(Requirement("fake-label", Operator.IN, ("bar",)),),
+        taints=(Taint("taint-key", TaintEffect.NO_SCHEDULE, "taint-value"),),
+    )
+    pods = [
+        pod(f"p{i}", 0.5, 0.5, labels={"app": "spread"}, topology_spread=(spread,))
+        for i in range(2)
+    ]
+    return run(pods, [instance_type("m5.large", 2, 8, 0.096)], (foo, bar))
+
+
+def test_node_taints_policy_ignore_counts_a_tainted_pools_domain() -> None:
+    """nodeTaintsPolicy Ignore (the default): the domain only a tainted NodePool offers still
+    counts with 0 pods, so one pod lands in "foo" and the second stays Pending (kubernetes-sigs/
+    karpenter scheduling/topology_test.go "should balance pods across a label when discovered
+    from the nodepool (NodeTaintsPolicy=ignore)")."""
+    result = _spread_over_a_tainted_pool(taints_honor=False)
+
+    assert sum(len(c.pods) for c in result.new_claims) == 1
+    assert len(result.unschedulable) == 1
+    assert "topology spread" in result.unschedulable[0].reason
+
+
+def test_node_taints_policy_honor_leaves_the_tainted_pools_domain_out() -> None:
+    """nodeTaintsPolicy Honor: the tainted pool's domain does not count, both pods land in "foo"
+    (the upstream test's NodeTaintsPolicy=honor twin)."""
+    result = _spread_over_a_tainted_pool(taints_honor=True)
+
+    assert result.unschedulable == ()
+    assert sum(len(c.pods) for c in result.new_claims) == 2
