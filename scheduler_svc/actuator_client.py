@@ -15,6 +15,7 @@ core's `InstanceType` and this module's frozen dataclasses, and failures arrive 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -223,6 +224,7 @@ class ActuatorDeadlines:
 
 
 SERVICE_NAME = "daiku.actuator.v1.Actuator"
+_SERVING_POLL_SECONDS = 0.1
 
 # The channel retries UNAVAILABLE itself: every Actuator method is idempotent (launch per
 # NodeClaim name), so a retry can never double an instance.
@@ -259,6 +261,11 @@ def open_channel(address: str, *, tls: TlsFiles | None = None) -> grpc.aio.Chann
         ("grpc.service_config", _SERVICE_CONFIG),
         ("grpc.enable_retries", 1),
         ("grpc.keepalive_time_ms", 30_000),
+        # gRPC's default reconnect backoff (1 s, x1.6, up to 120 s) kept calls failing with
+        # "failed to connect to all addresses" seconds after an actuator that started late
+        # was serving; retry the connection soon instead (a refused connect costs nothing).
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 5_000),
     ]
     if tls is None:
         return grpc.aio.insecure_channel(address, options=options)
@@ -331,6 +338,30 @@ class ActuatorClient:
         except grpc.aio.AioRpcError:
             return False
         return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
+
+    async def wait_until_serving(self, timeout_seconds: float) -> bool:
+        """Wait, at most `timeout_seconds`, for the actuator to answer its health check as
+        SERVING; False when the time ran out. Rides out refused connections (wait_for_ready)
+        rather than failing on the first one, as a call made while it starts would."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        while (left := deadline - loop.time()) > 0:
+            try:
+                response = await stub.Check(
+                    health_pb2.HealthCheckRequest(service=SERVICE_NAME),
+                    timeout=left,
+                    metadata=self._metadata,
+                    wait_for_ready=True,
+                )
+                if response.status == health_pb2.HealthCheckResponse.SERVING:
+                    return True
+            except grpc.aio.AioRpcError as error:
+                if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    return False
+            # Up but not SERVING yet (or refusing our token): ask again shortly.
+            await asyncio.sleep(min(_SERVING_POLL_SECONDS, max(0.0, deadline - loop.time())))
+        return False
 
     async def list_instance_types(
         self,

@@ -59,6 +59,9 @@ class ServiceOptions:
     interruption: InterruptionSettings = field(default_factory=InterruptionSettings)
     nodeclass: NodeClassStatusSettings = field(default_factory=NodeClassStatusSettings)
     watch: WatchSettings | None = None
+    # How long a new leader waits for the actuator's health to say SERVING before its first
+    # round; past it the rounds start anyway and report the actuator as unavailable.
+    actuator_start_wait_seconds: float = 10.0
     # Where /healthz, /readyz and /metrics listen; None: every interface in a pod (probes and
     # Prometheus come from outside), loopback when run locally with a kubeconfig.
     host: str | None = None
@@ -281,9 +284,24 @@ class SchedulerService:
             await self.elector.lead(self._lead)
             self.metrics.is_leader.set(0)
 
+    async def _await_actuator(self) -> None:
+        """Wait (bounded) for the actuator to serve before the first round: started together
+        (`daiku up`, a rollout), its first calls would fail on a connection refused moments
+        before it listens, and pods would be reported FailedProvisioning for nothing."""
+        assert self._actuator is not None
+        address = self.settings.actuator_address
+        waited = self.options.actuator_start_wait_seconds
+        if await self._actuator.wait_until_serving(waited):
+            log.info("actuator_serving", address=address)
+            if self._actuator_probe is not None:
+                await self._actuator_probe.check()
+        else:
+            log.warning("actuator_not_serving_yet", address=address, waited_seconds=waited)
+
     async def _lead(self) -> None:
         assert self.provisioner is not None
         assert self.lifecycle is not None
+        await self._await_actuator()
         self._leading = True
         self.metrics.is_leader.set(1)
         log.info("scheduler_leading")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import socket
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -593,3 +595,32 @@ async def test_is_serving_follows_the_health_service_and_never_raises(served: Se
     await probe.stop(grace=None)  # nothing listens on free_port now
     async with ActuatorClient.connect(f"127.0.0.1:{free_port}") as nobody:
         assert await nobody.is_serving(timeout_seconds=0.5) is False
+
+
+async def test_an_actuator_that_starts_late_is_waited_for_and_then_answers_at_once() -> None:
+    """The scheduler's client, used (and refused) before the actuator listens, waits for its
+    health to say SERVING within a moment of it starting (no reconnect backoff of seconds),
+    and the first call after that succeeds instead of failing to connect."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens on it once closed: connections refused
+    async with ActuatorClient.connect(f"127.0.0.1:{port}", token=TOKEN) as client:
+        assert await client.is_serving(timeout_seconds=0.5) is False  # refused: backoff starts
+        assert await client.wait_until_serving(timeout_seconds=0.3) is False
+        waiting = asyncio.create_task(client.wait_until_serving(timeout_seconds=20))
+        await asyncio.to_thread(time.sleep, 1.5)  # the actuator starts late: 1.5 s of refusals
+        server = grpc.aio.server()
+        actuator_pb2_grpc.add_ActuatorServicer_to_server(ContractDouble(), server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+        started = time.monotonic()
+        try:
+            assert await waiting is True
+            assert time.monotonic() - started < 1.0
+            (instance_type,) = await client.list_instance_types(root_volume_size_bytes=2**30)
+            assert instance_type.name == "m5.large"
+        finally:
+            await server.stop(grace=None)
