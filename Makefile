@@ -4,7 +4,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: setup up test test-fast lint gen gen-check fmt bench lint-deploy
+.PHONY: setup up test test-fast lint gen gen-check fmt bench lint-deploy image test-image
 
 setup: $(UV)      ## install the locked environment into .venv
 	$(UV) sync --frozen
@@ -60,3 +60,19 @@ lint-deploy: setup $(BUF) ## validate deploy/ (kustomize + kubernetes-validate -
 	$(RUN) kubernetes-validate --strict --quiet -k 1.32.0 deploy/crds/*.yaml
 	docker-compose -f docker-compose.yml config -q
 	cd protos && ../$(BUF) lint
+
+# The service image, built with buildah (no Docker engine) on a Debian base that debootstrap
+# builds here once (deploy/image/bootstrap-base.sh; kept in buildah's storage between runs).
+IMAGE ?= localhost/daiku:dev
+BASE_IMAGE ?= localhost/daiku-base:bookworm
+image:            ## build the service image with buildah (see deploy/README.md)
+	deploy/image/bootstrap-base.sh $(BASE_IMAGE)
+	buildah bud --isolation chroot --network host --layers --target service \
+		--build-arg PYTHON_IMAGE=$(BASE_IMAGE) \
+		--build-arg DAIKU_VERSION=$$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml) \
+		--label org.opencontainers.image.revision=$$(git rev-parse HEAD) \
+		--tag $(IMAGE) .
+	@buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' $(IMAGE)
+
+test-image: setup image  ## build the image, then run both services from it against localcloud
+	DAIKU_TEST_IMAGE=$(IMAGE) $(RUN) pytest tests/deploy/test_image.py -q --durations=3

@@ -85,22 +85,43 @@ def _dockerfile_instructions() -> list[tuple[str, str]]:
     ]
 
 
+def _dockerfile_stages() -> dict[str, list[tuple[str, str]]]:
+    """Each stage's instructions by stage name (`FROM base AS name`), in file order."""
+    stages: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] = []
+    for op, arg in _dockerfile_instructions():
+        if op == "FROM":
+            current = stages.setdefault(arg.split()[-1], [])
+        current.append((op, arg))
+    return stages
+
+
 def test_dockerfile_is_multistage_locked_and_non_root() -> None:
-    """The Dockerfile builds from python 3.11 slim in two stages, installs with
-    `uv sync --frozen` without dev dependencies, and runs as a numeric non-root user."""
+    """The Dockerfile takes its base as PYTHON_IMAGE (python 3.11 slim by default), installs
+    with `uv sync --frozen` without the dev and cli groups (the cli extra only for the
+    localcloud stage), and its last stage, the service image, runs as UID 65532 with the OCI
+    source, version and licenses labels."""
     instructions = _dockerfile_instructions()
-    froms = [arg for op, arg in instructions if op == "FROM"]
-    assert len(froms) == 2
     base = next(arg for op, arg in instructions if op == "ARG" and arg.startswith("PYTHON_IMAGE"))
     assert re.fullmatch(r"PYTHON_IMAGE=python:3\.11-slim(-\w+)?", base)
-    syncs = [arg for op, arg in instructions if op == "RUN" and "uv sync" in arg]
-    assert syncs
-    assert all("--frozen" in s and "--no-dev" in s for s in syncs)
-    user = [arg for op, arg in instructions if op == "USER"]
-    assert user == ["65532:65532"]
-    assert instructions.index(("USER", "65532:65532")) > max(
-        i for i, (op, _) in enumerate(instructions) if op == "FROM"
-    )
+    stages = _dockerfile_stages()
+    assert list(stages)[-1] == "service"
+    for name, stage in stages.items():
+        for op, arg in stage:
+            if op == "RUN" and "uv sync" in arg:
+                assert "--frozen" in arg
+                assert "--no-dev" in arg
+                assert "--no-default-groups" in arg
+                assert ("--extra cli" in arg) == (name == "localcloud-build"), name
+    for name in ("service", "localcloud"):
+        users = [arg for op, arg in stages[name] if op == "USER"]
+        assert users == ["65532:65532"], name
+        # Set after the last RUN and COPY, so it is what the container runs as.
+        ops = [op for op, _ in stages[name]]
+        assert ops.index("USER") > max(i for i, op in enumerate(ops) if op in {"RUN", "COPY"})
+    labels = " ".join(arg for op, arg in stages["service"] if op == "LABEL")
+    for key in ("source", "version", "licenses"):
+        assert f"org.opencontainers.image.{key}=" in labels, key
 
 
 def test_dockerignore_lets_every_copied_path_in() -> None:
