@@ -18,18 +18,21 @@ Three costs per workload, in $/h:
 * **bound** — an integer program solved with HiGHS. Variables: ``x_t`` nodes of instance type
   ``t`` and ``y_ts`` pods of shape ``s`` on nodes of type ``t`` (non-negative integers).
   Minimise ``sum_t price_t x_t`` subject to ``sum_t y_ts = n_s`` (every pod placed),
-  ``sum_s request_sd y_ts <= allocatable_td x_t`` for cpu, memory and pods, and
+  ``sum_s request_sd y_ts <= allocatable_td x_t`` for cpu, memory and pods,
   ``y_ts <= fit_ts x_t`` where ``fit_ts`` is how many pods of shape ``s`` alone one node of type
-  ``t`` holds. Why it is <= the optimum: take any plan; let ``x_t`` be its node count of type
-  ``t`` and ``y_ts`` its pods of shape ``s`` on them. Each node holds its pods within its
-  allocatable, so summing over the nodes of a type gives the resource rows; a node holds at
-  most ``fit_ts`` pods of one shape, so ``y_ts <= fit_ts x_t``; the plan places every pod. So
-  every plan is a feasible point, and ``price_t`` (the cheapest offering of ``t`` the pool
-  allows) is <= what the plan pays for each node, so the program's optimum is <= every plan's
-  cost. Types dominated by another (no more allocatable in any resource, no cheaper) are left
-  out: an optimal plan exists that uses none (swap each such node for its dominator: its pods
-  still fit, the cost does not rise), and it is feasible in the smaller program. When HiGHS
-  stops at its time limit the printed bound is its proven dual bound, still <= the optimum.
+  ``t`` holds, and, for k = 1..4, the sum of ``y_ts`` over the shapes that take more than
+  1/(k+1) of some resource of ``t`` is ``<= k x_t``. Why it is <= the optimum: take any plan;
+  let ``x_t`` be its node count of type ``t`` and ``y_ts`` its pods of shape ``s`` on them.
+  Each node holds its pods within its allocatable, so summing over the nodes of a type gives the
+  resource rows; a node holds at most ``fit_ts`` pods of one shape; a node cannot hold k+1 pods
+  that each take more than 1/(k+1) of one of its resources (together they would need more than
+  all of it), whatever their shapes; the plan places every pod. So every plan is a feasible
+  point, and ``price_t`` (the cheapest offering of ``t`` the pool allows) is <= what the plan
+  pays for each node, so the program's optimum is <= every plan's cost. Types dominated by
+  another (no more allocatable in any resource, no cheaper) are left out: an optimal plan exists
+  that uses none (swap each such node for its dominator: its pods still fit, the cost does not
+  rise), and it is feasible in the smaller program. When HiGHS stops at its time limit the
+  printed bound is its proven dual bound, still <= the optimum.
 * **ffd** — first-fit-decreasing as Karpenter's scheduler does it: pods largest first (cpu, then
   memory) each join the first open claim whose remaining instance types still hold all its
   pods, else open a claim with every type that holds the pod; each claim then buys its cheapest
@@ -306,6 +309,15 @@ def lower_bound(problem: SchedulingInput, time_limit_seconds: float = 20.0) -> f
             row(-inf, 0.0, entries)
         for s, column in on_type:
             row(-inf, 0.0, {column: 1.0, x[t]: -float(fit[(t, s)])})
+        for k in range(1, 5):
+            # A node holds at most k pods that each take more than 1/(k+1) of one resource.
+            large = {
+                column: 1.0
+                for s, column in on_type
+                if any(s[d] * (k + 1) > allocatable[t][d] for d in range(len(RESOURCES)) if s[d])
+            }
+            if len(large) > 1:
+                row(-inf, 0.0, {**large, x[t]: -float(k)})
     solver.run()
     info = solver.getInfo()
     # mip_dual_bound is the proven bound whether or not HiGHS closed the gap.

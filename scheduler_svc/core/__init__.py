@@ -16,11 +16,13 @@ Public surface::
 Inputs are small frozen dataclasses in integer base units (``cpu_millis``, ``memory_bytes``);
 ``quantity`` parses Kubernetes quantities exactly, ``requirements`` holds the label algebra.
 ``unavailable_offerings`` excludes offerings the actuator reported exhausted. Same input, same
-plan. ``explain_pod`` says, for one pod, which NodePools and how many instance types each
-constraint ruled out.
+plan (unless an integer program hits its deadline: ``solve(..., packing=PackingSettings(...))``
+sets which batches it improves and how long it may take). ``explain_pod`` says, for one pod,
+which NodePools and how many instance types each constraint ruled out.
 """
 
 from scheduler_svc.core.explain import PodExplanation, explain_pod
+from scheduler_svc.core.integer_packing import PackingSettings
 from scheduler_svc.core.model import (
     ExistingPlacement,
     HostPort,
@@ -65,6 +67,7 @@ __all__ = [
     "Offering",
     "OfferingOption",
     "Operator",
+    "PackingSettings",
     "Pod",
     "PodAffinityTerm",
     "PodExplanation",

@@ -24,12 +24,15 @@ The steps live by concept in a chain of classes over one state, each building on
 before: ``solver_state`` (classes, bins, pools, groups), ``solver_setup`` (building them),
 ``instance_fit`` (which types hold a class), ``topology`` (domains, spread, pod
 (anti-)affinity), ``pricing`` (limits, target type, offerings), ``packing`` (filling bins,
-opening claims); this module relaxes preferences, runs the rounds and writes the result.
+opening claims), ``repacking`` (the integer program's cheaper packing of claims whose pods only
+need room, ``integer_packing``); this module relaxes preferences, runs the rounds and writes the
+result.
 """
 
 from __future__ import annotations
 
 from scheduler_svc.core.catalog_index import CatalogCache, iter_bits
+from scheduler_svc.core.integer_packing import PackingSettings
 from scheduler_svc.core.model import (
     ExistingPlacement,
     NodeClaimPlan,
@@ -37,11 +40,11 @@ from scheduler_svc.core.model import (
     SchedulingResult,
     UnschedulablePod,
 )
-from scheduler_svc.core.packing import Packing
+from scheduler_svc.core.repacking import Repacking
 from scheduler_svc.core.solver_state import PodClass, format_amount, format_limit
 
 
-class _Solver(Packing):
+class _Solver(Repacking):
     """One solve: rounds of filling and provisioning, relaxing preferences in between."""
 
     # -- relaxing and reasons --------------------------------------------------------------------
@@ -116,6 +119,7 @@ class _Solver(Packing):
                 self.unschedulable.extend(
                     UnschedulablePod(p.key, reason) for p in cls.pods[cls.next :]
                 )
+        self._improve_claims()
         return self._result()
 
     def _result(self) -> SchedulingResult:
@@ -155,13 +159,21 @@ class _Solver(Packing):
         return SchedulingResult(tuple(claims), placements, unschedulable)
 
 
-def solve(problem: SchedulingInput, *, catalogs: CatalogCache | None = None) -> SchedulingResult:
+def solve(
+    problem: SchedulingInput,
+    *,
+    catalogs: CatalogCache | None = None,
+    packing: PackingSettings | None = None,
+) -> SchedulingResult:
     """Place every pending pod of ``problem``: on existing nodes and in-flight claims first, then
-    on new NodeClaims (NodePools by weight). Deterministic; pure. See the module docstring.
+    on new NodeClaims (NodePools by weight). Pure; deterministic unless an integer program hits
+    its deadline. See the module docstring.
 
     ``catalogs`` reuses the catalog index across solves (built once per distinct catalog instead
-    of on every call; the plan is the same either way)."""
-    return _Solver(problem, catalogs).solve()
+    of on every call; the plan is the same either way). ``packing`` says which batches the
+    integer program improves, within what deadline (``PackingSettings``; default: batches up to
+    1,000 pods, 200 ms)."""
+    return _Solver(problem, catalogs, packing).solve()
 
 
 __all__ = ["format_amount", "format_limit", "solve"]

@@ -1,0 +1,381 @@
+"""The cheapest nodes for a batch of interchangeable pods: an integer program (HiGHS), then a
+packing that realises it.
+
+The greedy solver fills one node at a time and decides each node's type from what is left; it
+cannot see that, say, two mid-size nodes beat one large and three small. For pods that only
+need room (no topology, no host ports: what ``improve`` is given), the choice of node types is a
+small integer program whose size depends on the instance types and pod shapes, not on the
+number of pods:
+
+    minimise   sum_t price_t * x_t
+    subject to sum_t y_ts = n_s                                  (every pod of shape s placed)
+               sum_s request_sd * y_ts <= allocatable_td * x_t   (each resource d of type t)
+               y_ts <= fit_ts * x_t       (a node of type t holds at most fit_ts pods of s)
+               x_t, y_ts non-negative integers
+
+Its answer is turned into nodes by spreading each type's pods over its nodes, largest shape
+first; pods that do not fit (the program counts resources per type, not per node) go to a node
+of the plan with room, else to new nodes chosen the cheapest way. The caller keeps whichever of
+this and the greedy plan is cheaper, so the result is never worse than the greedy one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+_EPSILON = 1e-9
+_LARGE_ITEM_ROWS = 4  # rows for k = 1..4 large pods per node (see _Program._large_sets)
+
+
+@dataclass(frozen=True)
+class PackingSettings:
+    """When the solver improves its greedy answer with the integer program.
+
+    ``max_pods``: batches (pods that only need room, per NodePool and requirements) larger than
+    this keep the greedy answer (it is within a few per cent there, and fast). ``deadline_seconds``
+    bounds each integer program's run (HiGHS's time limit; the best packing found by then is
+    used). ``max_branch_nodes`` bounds it by work as well, so that on a fast machine the answer
+    does not depend on the clock. ``max_types``: when more instance types could serve, the
+    program keeps the ones its LP relaxation prices best (a small program solves to the optimum
+    within the deadline; a large one often does not)."""
+
+    max_pods: int = 1000
+    deadline_seconds: float = 0.2
+    max_branch_nodes: int = 2000
+    max_types: int = 24
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any batch is improved."""
+        return self.max_pods > 0 and self.deadline_seconds > 0
+
+
+@dataclass(frozen=True)
+class NodeOption:
+    """A node type the pods may go on: room for pods (allocatable less DaemonSet overhead) and
+    the cheapest price it can be launched at."""
+
+    allocatable: tuple[int, ...]
+    price_per_hour: float
+
+
+@dataclass(frozen=True)
+class PackedNode:
+    """One node of a packing: ``option`` indexes the options, ``counts`` the pods per shape."""
+
+    option: int
+    counts: tuple[int, ...]
+
+
+def packing_cost(nodes: Sequence[PackedNode], options: Sequence[NodeOption]) -> float:
+    """The hourly price of ``nodes``."""
+    return sum(options[n.option].price_per_hour for n in nodes)
+
+
+def _fits(request: Sequence[int], room: Sequence[int]) -> int:
+    """How many pods of ``request`` fit in ``room``."""
+    most = 1 << 62
+    for amount, free in zip(request, room, strict=True):
+        if amount > 0:
+            most = min(most, free // amount)
+    return max(most, 0)
+
+
+def _useful_options(shapes: Sequence[tuple[int, ...]], options: Sequence[NodeOption]) -> list[int]:
+    """Options that hold some shape and that no other option dominates (as much room for
+    everything, no dearer): an optimal packing never needs a dominated one. Cheapest first, so
+    a dominator is always seen before what it dominates."""
+    import numpy as np
+
+    holding = [i for i, o in enumerate(options) if any(_fits(s, o.allocatable) for s in shapes)]
+    holding.sort(
+        key=lambda i: (options[i].price_per_hour, tuple(-a for a in options[i].allocatable))
+    )
+    room = np.array([options[i].allocatable for i in holding], dtype=np.int64)
+    kept: list[int] = []
+    for position in range(len(holding)):
+        if not kept or not (room[kept] >= room[position]).all(axis=1).any():
+            kept.append(position)
+    return [holding[position] for position in kept]
+
+
+@dataclass
+class _Program:
+    """The integer program's columns and rows. Column ``(t, -1)`` is ``x_t``, ``(t, s)`` is
+    ``y_ts``; a row is (lower, upper, [(column, coefficient)])."""
+
+    shapes: Sequence[tuple[int, ...]]
+    counts: Sequence[int]
+    options: Sequence[NodeOption]
+    useful: Sequence[int]
+    columns: list[tuple[int, int]] = field(default_factory=list)
+    fit: dict[tuple[int, int], int] = field(default_factory=dict)
+    rows: list[tuple[float, float, list[tuple[int, float]]]] = field(default_factory=list)
+
+    def build(self, infinity: float) -> None:
+        """Columns for every type and every shape one of its nodes holds; the rows of the
+        module docstring, each resource row scaled by the type's room (bytes would upset the
+        solver's tolerances)."""
+        for t in self.useful:
+            self.columns.append((t, -1))
+            for s, shape in enumerate(self.shapes):
+                most = _fits(shape, self.options[t].allocatable)
+                if most > 0:
+                    self.columns.append((t, s))
+                    self.fit[(t, s)] = most
+        index = {column: i for i, column in enumerate(self.columns)}
+        for s, count in enumerate(self.counts):
+            placed = [(index[(t, s)], 1.0) for t in self.useful if (t, s) in index]
+            self.rows.append((float(count), float(count), placed))
+        for t in self.useful:
+            nodes = index[(t, -1)]
+            on_type = [s for s in range(len(self.shapes)) if (t, s) in index]
+            for d, room in enumerate(self.options[t].allocatable):
+                used = [(index[(t, s)], self.shapes[s][d] / max(room, 1)) for s in on_type]
+                self.rows.append((-infinity, 0.0, [*used, (nodes, -1.0)]))
+            for s in on_type:
+                limit = -float(self.fit[(t, s)])
+                self.rows.append((-infinity, 0.0, [(index[(t, s)], 1.0), (nodes, limit)]))
+            for k, large in self._large_sets(t, on_type):
+                entries = [(index[(t, s)], 1.0) for s in large]
+                self.rows.append((-infinity, 0.0, [*entries, (nodes, -float(k))]))
+
+    def _large_sets(self, t: int, on_type: Sequence[int]) -> list[tuple[int, list[int]]]:
+        """(k, shapes each taking more than 1/(k+1) of some resource of type t): a node holds
+        at most k such pods whatever their mix. Without these rows the program counts room per
+        type, not per node, and would put two 16 GiB pods on one 30 GiB node's worth of room."""
+        room = self.options[t].allocatable
+        out = []
+        for k in range(1, _LARGE_ITEM_ROWS + 1):
+            large = [
+                s
+                for s in on_type
+                if any(
+                    amount * (k + 1) > free
+                    for amount, free in zip(self.shapes[s], room, strict=True)
+                    if amount
+                )
+            ]
+            if len(large) > 1:
+                out.append((k, large))
+        return out
+
+    def start(self) -> list[float] | None:
+        """A feasible point: every pod on nodes of the one type that costs least that way
+        (enough nodes for each resource and for each shape's per-node limit)."""
+        best: tuple[float, int, int] | None = None
+        pairs = list(zip(self.shapes, self.counts, strict=True))
+        for t in self.useful:
+            room = self.options[t].allocatable
+            if any(_fits(shape, room) == 0 for shape, n in pairs if n):
+                continue
+            by_resource = [
+                -(-sum(n * shape[d] for shape, n in pairs) // room[d])
+                for d in range(len(room))
+                if room[d]
+            ]
+            by_shape = [-(-n // _fits(shape, room)) for shape, n in pairs]
+            nodes = max(*by_resource, *by_shape)
+            cost = nodes * self.options[t].price_per_hour
+            if best is None or cost < best[0]:
+                best = (cost, t, nodes)
+        if best is None:
+            return None
+        _, chosen, nodes = best
+        return [
+            0.0 if t != chosen else float(nodes) if s < 0 else float(self.counts[s])
+            for t, s in self.columns
+        ]
+
+    def counts_per_type(self, values: Sequence[float]) -> dict[int, tuple[int, list[int]]]:
+        """A solution as option -> (nodes, pods per shape)."""
+        plan: dict[int, tuple[int, list[int]]] = {}
+        for (t, s), value in zip(self.columns, values, strict=True):
+            amount = round(value)
+            if amount <= 0:
+                continue
+            nodes, per_shape = plan.get(t, (0, [0] * len(self.shapes)))
+            if s < 0:
+                nodes = amount
+            else:
+                per_shape[s] = amount
+            plan[t] = (nodes, per_shape)
+        return plan
+
+
+def _highs(program: _Program, settings: PackingSettings, *, integer: bool) -> Any:
+    """A HiGHS instance holding the program (or its LP relaxation), run within the budget."""
+    import numpy as np
+    from highspy import HighsLp, HighsSolution, HighsVarType, MatrixFormat, kHighsInf
+    from highspy._core import _Highs  # highspy.Highs() prints a banner on stdout; plan's JSON
+
+    program.build(kHighsInf)
+    columns, rows = program.columns, program.rows
+    lp = HighsLp()
+    lp.num_col_, lp.num_row_ = len(columns), len(rows)
+    costs = [program.options[t].price_per_hour if s < 0 else 0.0 for t, s in columns]
+    lp.col_cost_ = np.array(costs, dtype=float)
+    lp.col_lower_ = np.zeros(len(columns))
+    lp.col_upper_ = np.full(len(columns), kHighsInf)
+    lp.row_lower_ = np.array([low for low, _, _ in rows], dtype=float)
+    lp.row_upper_ = np.array([high for _, high, _ in rows], dtype=float)
+    if integer:
+        lp.integrality_ = [HighsVarType.kInteger] * len(columns)
+    matrix = lp.a_matrix_
+    matrix.format_ = MatrixFormat.kRowwise
+    matrix.num_col_, matrix.num_row_ = len(columns), len(rows)
+    matrix.start_ = np.cumsum([0, *(len(entries) for _, _, entries in rows)], dtype=np.int32)
+    matrix.index_ = np.array([c for _, _, entries in rows for c, _ in entries], dtype=np.int32)
+    matrix.value_ = np.array([v for _, _, entries in rows for _, v in entries], dtype=float)
+    solver = _Highs()
+    solver.setOptionValue("output_flag", False)
+    solver.setOptionValue("time_limit", settings.deadline_seconds)
+    solver.setOptionValue("mip_max_nodes", settings.max_branch_nodes)
+    solver.setOptionValue("mip_rel_gap", 1e-4)
+    solver.passModel(lp)
+    start = program.start() if integer else None
+    if start is not None:
+        solution = HighsSolution()
+        solution.col_value = start
+        solution.value_valid = True
+        solver.setSolution(solution)
+    solver.run()
+    return solver
+
+
+def _likely_types(program: _Program, settings: PackingSettings) -> list[int]:
+    """The ``settings.max_types`` types the LP relaxation prices best: those it uses, then the
+    lowest reduced costs (a type whose reduced cost exceeds the gap cannot improve the answer;
+    the rest are the likeliest to)."""
+    solver = _highs(program, settings, integer=False)
+    solution = solver.getSolution()
+    if not solution.dual_valid:
+        return list(program.useful)
+    score = {
+        t: (-value, reduced)
+        for (t, s), value, reduced in zip(
+            program.columns, solution.col_value, solution.col_dual, strict=True
+        )
+        if s < 0
+    }
+    ranked = sorted(program.useful, key=lambda t: score[t])
+    return sorted(ranked[: settings.max_types])
+
+
+def _solve_counts(program: _Program, settings: PackingSettings) -> dict[int, tuple[int, list[int]]]:
+    """The program solved by HiGHS from the single-type start, within the settings' budget:
+    option -> (nodes, pods per shape); empty when HiGHS holds no feasible point."""
+    solver = _highs(program, settings, integer=True)
+    if solver.getInfo().primal_solution_status != 2:  # 2: HiGHS holds a feasible point
+        return {}
+    return program.counts_per_type(solver.getSolution().col_value)
+
+
+def _realise(
+    plan: dict[int, tuple[int, list[int]]],
+    shapes: Sequence[tuple[int, ...]],
+    counts: Sequence[int],
+    options: Sequence[NodeOption],
+    useful: Sequence[int],
+    *,
+    spread: bool,
+) -> list[PackedNode]:
+    """Nodes from the program's counts: each type's pods spread evenly over its nodes
+    (``spread``) or first-fit, largest shape first; what does not fit goes to a node with room,
+    else to new nodes."""
+    order = sorted(range(len(shapes)), key=lambda s: tuple(-x for x in shapes[s]))
+    nodes: list[tuple[int, list[int], list[int]]] = []  # (option, room, counts)
+    left = list(counts)
+    for t in sorted(plan):
+        node_count, per_shape = plan[t]
+        mine = [(t, list(options[t].allocatable), [0] * len(shapes)) for _ in range(node_count)]
+        for s in order:
+            wanted = min(per_shape[s], left[s])
+            if not mine or wanted <= 0:
+                continue
+            base, extra = divmod(wanted, len(mine))
+            for k, (_, room, got) in enumerate(mine):
+                share = base + (1 if k < extra else 0) if spread else wanted
+                take = min(share, _fits(shapes[s], room))
+                _add(room, got, shapes[s], s, take)
+                left[s] -= take
+                wanted -= take
+        nodes.extend(mine)
+    for s in order:
+        for _, room, got in nodes:
+            if left[s] <= 0:
+                break
+            take = min(left[s], _fits(shapes[s], room))
+            _add(room, got, shapes[s], s, take)
+            left[s] -= take
+    while any(left):
+        opened = _cheapest_new_node(left, shapes, options, useful, order)
+        if opened is None:
+            return []
+        t, got = opened
+        nodes.append((t, [], got))
+        left = [n - g for n, g in zip(left, got, strict=True)]
+    return [PackedNode(t, tuple(got)) for t, _, got in nodes if any(got)]
+
+
+def _add(room: list[int], got: list[int], request: Sequence[int], shape: int, count: int) -> None:
+    if count <= 0:
+        return
+    for d, amount in enumerate(request):
+        room[d] -= amount * count
+    got[shape] += count
+
+
+def _cheapest_new_node(
+    left: Sequence[int],
+    shapes: Sequence[tuple[int, ...]],
+    options: Sequence[NodeOption],
+    useful: Sequence[int],
+    order: Sequence[int],
+) -> tuple[int, list[int]] | None:
+    """The node with the lowest price per pod placed of what is left (largest first)."""
+    best: tuple[float, int, list[int]] | None = None
+    for t in useful:
+        room = list(options[t].allocatable)
+        got = [0] * len(shapes)
+        for s in order:
+            _add(room, got, shapes[s], s, min(left[s], _fits(shapes[s], room)))
+        placed = sum(got)
+        if placed == 0:
+            continue
+        score = options[t].price_per_hour / placed
+        if best is None or score < best[0] - _EPSILON:
+            best = (score, t, got)
+    return None if best is None else (best[1], best[2])
+
+
+def cheapest_packing(
+    shapes: Sequence[tuple[int, ...]],
+    counts: Sequence[int],
+    options: Sequence[NodeOption],
+    settings: PackingSettings,
+) -> list[PackedNode]:
+    """Nodes holding ``counts[s]`` pods of each shape ``shapes[s]`` at the lowest price the
+    integer program finds within its budget (empty when it finds none)."""
+    # Only the resources some pod asks for matter (to fit, and to compare types).
+    dimensions = [d for d in range(len(shapes[0])) if any(shape[d] for shape in shapes)]
+    shapes = [tuple(shape[d] for d in dimensions) for shape in shapes]
+    options = [
+        NodeOption(tuple(o.allocatable[d] for d in dimensions), o.price_per_hour) for o in options
+    ]
+    useful = _useful_options(shapes, options)
+    if not useful:
+        return []
+    if len(useful) > settings.max_types:
+        useful = _likely_types(_Program(shapes, counts, options, useful), settings)
+    plan = _solve_counts(_Program(shapes, counts, options, useful), settings)
+    if not plan:
+        return []
+    ways = [_realise(plan, shapes, counts, options, useful, spread=s) for s in (True, False)]
+    found = [nodes for nodes in ways if nodes]
+    return min(found, key=lambda nodes: packing_cost(nodes, options)) if found else []
+
+
+__all__ = ["NodeOption", "PackedNode", "PackingSettings", "cheapest_packing", "packing_cost"]

@@ -1,0 +1,121 @@
+"""A second opinion on the greedy claims: pods that only need room are packed again by the
+integer program of ``integer_packing`` and take its nodes when they are cheaper (decision 0002).
+
+Which claims: new NodeClaims of a NodePool without limits or minValues whose every pod belongs
+to a class with no topology term (spread, pod (anti-)affinity, or a term that counts it), no
+host port, no preference and one node-affinity term. They are grouped by NodePool and claim
+requirements (so every pod of a group accepted those requirements); a group of at most
+``PackingSettings.max_pods`` pods is solved again, over every instance type the pool and the
+requirements admit, each at its cheapest offering there. The greedy claims stay unless the new
+packing costs less, so the plan is never dearer than the greedy one.
+"""
+
+from __future__ import annotations
+
+from scheduler_svc.core.catalog_index import CatalogCache
+from scheduler_svc.core.integer_packing import (
+    NodeOption,
+    PackingSettings,
+    cheapest_packing,
+    packing_cost,
+)
+from scheduler_svc.core.model import SchedulingInput
+from scheduler_svc.core.packing import Packing
+from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_ZONE, Requirements
+from scheduler_svc.core.solver_state import Bin, PodClass, Pool
+
+_SAVING_EPSILON = 1e-9
+
+
+class Repacking(Packing):
+    """Replaces groups of greedy claims by the integer program's cheaper packing."""
+
+    def __init__(
+        self,
+        problem: SchedulingInput,
+        catalogs: CatalogCache | None = None,
+        packing: PackingSettings | None = None,
+    ) -> None:
+        super().__init__(problem, catalogs)
+        self.packing_settings = packing if packing is not None else PackingSettings()
+
+    def _room_only(self) -> dict[str, PodClass]:
+        """Pod key -> class, for the classes whose pods only need room."""
+        owner: dict[str, PodClass] = {}
+        for cls in self.classes:
+            if cls.keys or cls.host_ports or cls.softs or len(cls.node_terms) != 1:
+                continue
+            for pod in cls.pods:
+                owner[pod.key] = cls
+        return owner
+
+    def _improve_claims(self) -> None:
+        """Re-pack each eligible group of claims (see the module docstring)."""
+        if not self.packing_settings.enabled:
+            return
+        owner = self._room_only()
+        groups: dict[tuple[int, Requirements], list[Bin]] = {}
+        for b in self.claims:
+            pool = b.pool
+            if pool is None or pool.nodepool.limits.is_limited() or pool.min_values:
+                continue
+            if b.pods and all(key in owner for key in b.pods):
+                groups.setdefault((pool.index, b.requirements), []).append(b)
+        for (pool_index, requirements), bins in groups.items():
+            if sum(len(b.pods) for b in bins) <= self.packing_settings.max_pods:
+                self._repack(self.pools[pool_index], requirements, bins, owner)
+
+    def _repack(
+        self, pool: Pool, requirements: Requirements, bins: list[Bin], owner: dict[str, PodClass]
+    ) -> None:
+        pods_by_request: dict[tuple[int, ...], list[str]] = {}
+        for b in bins:
+            for key in b.pods:
+                pods_by_request.setdefault(owner[key].request, []).append(key)
+        shapes = list(pods_by_request)
+        bits = pool.bits & self.catalog.compatible(requirements)
+        prices = self.catalog.cheapest_prices(
+            requirements.get(LABEL_ZONE), requirements.get(LABEL_CAPACITY_TYPE)
+        )
+        positions = [p for p in self.catalog.positions(bits) if prices[p] is not None]
+        options = [
+            NodeOption(
+                tuple(
+                    a - o for a, o in zip(self.catalog.allocatable[p], pool.overhead, strict=True)
+                ),
+                prices[p] or 0.0,
+            )
+            for p in positions
+        ]
+        counts = [len(pods_by_request[shape]) for shape in shapes]
+        packed = cheapest_packing(shapes, counts, options, self.packing_settings)
+        greedy = sum(self._offerings(b)[0].price_per_hour for b in bins)
+        if not packed or packing_cost(packed, options) >= greedy - _SAVING_EPSILON:
+            return
+        replaced = {id(b) for b in bins}
+        self.bins = [b for b in self.bins if id(b) not in replaced]
+        self.claims = [b for b in self.claims if id(b) not in replaced]
+        next_id = max((b.id for b in self.bins), default=-1) + 1
+        for node in packed:
+            target = positions[node.option]
+            used = list(pool.overhead)
+            keys: list[str] = []
+            for shape, count in zip(shapes, node.counts, strict=True):
+                for d, amount in enumerate(shape):
+                    used[d] += amount * count
+                keys += pods_by_request[shape][:count]
+                del pods_by_request[shape][:count]
+            b = Bin(
+                next_id,
+                f"nodeclaim-{len(self.claims) + 1}",
+                self.catalog.allocatable[target],
+                used,
+                pool=pool,
+                requirements=requirements,
+                bits=bits,
+                target=target,
+                pods=keys,
+            )
+            next_id += 1
+            self.bins.append(b)
+            self.claims.append(b)

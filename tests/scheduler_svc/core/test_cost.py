@@ -1,0 +1,147 @@
+"""The cheapest nodes on the bundled catalog's real prices (issue 11's measured cases), and the
+integer program's second opinion never making a plan dearer than the greedy one."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from daiku_cli.catalog import bundled_catalog_document
+from daiku_cli.plan import instance_types_from_document
+from scheduler_svc.core import (
+    InstanceType,
+    NodePool,
+    Operator,
+    PackingSettings,
+    Pod,
+    Requirement,
+    Resources,
+    SchedulingInput,
+    SchedulingResult,
+    solve,
+)
+from scheduler_svc.core.catalog_index import CatalogCache
+
+MIB = 1024**2
+GIB = 1024**3
+SPOT = Requirement("karpenter.sh/capacity-type", Operator.IN, ("spot",))
+TWO_TYPES = NodePool(
+    "default",
+    requirements=(
+        SPOT,
+        Requirement(
+            "node.kubernetes.io/instance-type", Operator.IN, ("c6g.2xlarge", "c6gd.medium")
+        ),
+    ),
+)
+ARM64_SPOT = NodePool(
+    "default", requirements=(SPOT, Requirement("kubernetes.io/arch", Operator.IN, ("arm64",)))
+)
+GREEDY_ONLY = PackingSettings(max_pods=0)
+
+
+@pytest.fixture(scope="module")
+def bundled() -> tuple[InstanceType, ...]:
+    return tuple(instance_types_from_document(bundled_catalog_document(), "bundled"))
+
+
+@pytest.fixture(scope="module")
+def catalogs() -> CatalogCache:
+    return CatalogCache()
+
+
+def pods(count: int, cpu_millis: int, memory_bytes: int, prefix: str = "p") -> tuple[Pod, ...]:
+    return tuple(
+        Pod(f"{prefix}-{i}", containers=(Resources(cpu_millis, memory_bytes),))
+        for i in range(count)
+    )
+
+
+def plan(
+    pending: tuple[Pod, ...],
+    pool: NodePool,
+    types: tuple[InstanceType, ...],
+    catalogs: CatalogCache,
+    packing: PackingSettings | None = None,
+) -> SchedulingResult:
+    result = solve(SchedulingInput(pending, (pool,), types), catalogs=catalogs, packing=packing)
+    assert result.unschedulable == ()
+    assert sum(len(c.pods) for c in result.new_claims) == len(pending)
+    return result
+
+
+def test_sixteen_small_pods_take_the_big_node_and_one_small(
+    bundled: tuple[InstanceType, ...], catalogs: CatalogCache
+) -> None:
+    """16 pods of 500m/512Mi on spot [c6g.2xlarge, c6gd.medium]: one c6g.2xlarge holding 15
+    and one c6gd.medium, not 16 c6gd.medium."""
+    result = plan(pods(16, 500, 512 * MIB), TWO_TYPES, bundled, catalogs)
+    assert sorted(c.instance_type for c in result.new_claims) == ["c6g.2xlarge", "c6gd.medium"]
+
+
+def test_five_memory_pods_share_one_larger_r_node(
+    bundled: tuple[InstanceType, ...], catalogs: CatalogCache
+) -> None:
+    """5 pods of 1 cpu / 8Gi on arm64 spot: one node holds all five, cheaper than five
+    r7g.large."""
+    five_large = 5 * min(
+        o.price_per_hour
+        for t in bundled
+        if t.name == "r7g.large"
+        for o in t.offerings
+        if o.capacity_type == "spot"
+    )
+    result = plan(pods(5, 1000, 8 * GIB), ARM64_SPOT, bundled, catalogs)
+    assert len(result.new_claims) == 1
+    assert result.total_price_per_hour < five_large
+
+
+@pytest.mark.parametrize("pool", [TWO_TYPES, ARM64_SPOT], ids=["two-types", "arm64-spot"])
+def test_cost_grows_with_replicas_by_at_most_one_cheapest_node(
+    bundled: tuple[InstanceType, ...], catalogs: CatalogCache, pool: NodePool
+) -> None:
+    """One shape, 1 to 100 replicas: the plan never gets cheaper with one more pod, and never
+    dearer by more than the cheapest node that holds one pod."""
+    one = plan(pods(1, 500, 512 * MIB), pool, bundled, catalogs).total_price_per_hour
+    costs = [
+        plan(pods(n, 500, 512 * MIB), pool, bundled, catalogs).total_price_per_hour
+        for n in range(1, 101)
+    ]
+    steps = [later - earlier for earlier, later in itertools.pairwise(costs)]
+    assert min(steps) >= -1e-9, f"cheaper with one more pod: {costs}"
+    assert max(steps) <= one + 1e-9, f"a step dearer than one node: {costs}"
+
+
+def test_the_integer_program_never_makes_a_plan_dearer(
+    bundled: tuple[InstanceType, ...], catalogs: CatalogCache
+) -> None:
+    """On mixed shapes under several pools the improved plan costs at most the greedy one and
+    places every pod."""
+    pending = (
+        pods(7, 1500, 3 * GIB, "a") + pods(23, 250, 256 * MIB, "b") + pods(4, 4000, 8 * GIB, "c")
+    )
+    for pool in (TWO_TYPES, ARM64_SPOT, NodePool("any")):
+        greedy = plan(pending, pool, bundled, catalogs, GREEDY_ONLY).total_price_per_hour
+        improved = plan(pending, pool, bundled, catalogs).total_price_per_hour
+        assert improved <= greedy + 1e-9
+
+
+def test_pods_with_topology_keep_the_greedy_plan(
+    bundled: tuple[InstanceType, ...], catalogs: CatalogCache
+) -> None:
+    """Pods with a hostname anti-affinity are left to the greedy solver: one per node."""
+    from scheduler_svc.core import LabelSelector, PodAffinityTerm
+
+    term = PodAffinityTerm("kubernetes.io/hostname", LabelSelector.of({"app": "db"}))
+    pending = tuple(
+        Pod(
+            f"db-{i}",
+            labels={"app": "db"},
+            containers=(Resources(500, 512 * MIB),),
+            pod_anti_affinity=(term,),
+        )
+        for i in range(4)
+    )
+    result = plan(pending, TWO_TYPES, bundled, catalogs)
+    assert [len(c.pods) for c in result.new_claims] == [1, 1, 1, 1]
