@@ -34,17 +34,18 @@ class PackingSettings:
     """When the solver improves its greedy answer with the integer program.
 
     ``max_pods``: batches (pods that only need room, per NodePool and requirements) larger than
-    this keep the greedy answer (it is within a few per cent there, and fast). ``deadline_seconds``
-    bounds each integer program's run (HiGHS's time limit; the best packing found by then is
-    used). ``max_branch_nodes`` bounds it by work as well, so that on a fast machine the answer
-    does not depend on the clock. ``max_types``: when more instance types could serve, the
-    program keeps the ones its LP relaxation prices best (a small program solves to the optimum
-    within the deadline; a large one often does not)."""
+    this keep the greedy answer (fast, and within a few per cent there). ``max_types``: when more
+    instance types could serve, the program keeps those its LP relaxation prices best (small
+    programs solve to the optimum quickly; large ones often do not). ``max_branch_nodes`` is the
+    work budget of each program (HiGHS's branch-and-bound nodes): it normally ends the search,
+    so the same input gives the same plan on any machine. ``deadline_seconds`` is a safety net
+    for a slow or overloaded machine (HiGHS's time limit; the best packing found by then is
+    used, and only then may the plan depend on timing)."""
 
     max_pods: int = 1000
-    deadline_seconds: float = 0.2
-    max_branch_nodes: int = 2000
     max_types: int = 24
+    max_branch_nodes: int = 200
+    deadline_seconds: float = 1.0
 
     @property
     def enabled(self) -> bool:

@@ -167,12 +167,12 @@ def solve(
 ) -> SchedulingResult:
     """Place every pending pod of ``problem``: on existing nodes and in-flight claims first, then
     on new NodeClaims (NodePools by weight). Pure; deterministic unless an integer program hits
-    its deadline. See the module docstring.
+    its deadline (a safety net, see ``PackingSettings``). See the module docstring.
 
     ``catalogs`` reuses the catalog index across solves (built once per distinct catalog instead
     of on every call; the plan is the same either way). ``packing`` says which batches the
-    integer program improves, within what deadline (``PackingSettings``; default: batches up to
-    1,000 pods, 200 ms)."""
+    integer program improves, with what budget (``PackingSettings``; default: batches up to
+    1,000 pods, 200 branch-and-bound nodes, 1 s at most)."""
     return _Solver(problem, catalogs, packing).solve()
 
 
