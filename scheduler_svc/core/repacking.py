@@ -12,9 +12,12 @@ packing costs less, so the plan is never dearer than the greedy one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.core.integer_packing import (
     NodeOption,
+    PackedNode,
     PackingSettings,
     cheapest_packing,
     packing_cost,
@@ -25,6 +28,16 @@ from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_ZONE, Req
 from scheduler_svc.core.solver_state import Bin, PodClass, Pool
 
 _SAVING_EPSILON = 1e-9
+
+
+@dataclass
+class _Claim:
+    """A claim of the first-fit-decreasing packing: requests so far, types that still hold
+    them, pods per shape."""
+
+    used: list[int]
+    types: int
+    counts: list[int]
 
 
 class Repacking(Packing):
@@ -65,6 +78,66 @@ class Repacking(Packing):
             if sum(len(b.pods) for b in bins) <= self.packing_settings.max_pods:
                 self._repack(self.pools[pool_index], requirements, bins, owner)
 
+    def _first_fit_decreasing(
+        self,
+        pool: Pool,
+        *,
+        bits: int,
+        shapes: list[tuple[int, ...]],
+        counts: list[int],
+        positions: list[int],
+        prices: list[float],
+    ) -> list[PackedNode]:
+        """Karpenter's packing of the group: pods largest first (cpu, then memory) join the
+        first claim whose remaining types still hold them all, else open one; each claim buys
+        its cheapest remaining type. Pods of one shape are alike, so each claim takes as many
+        of a shape as it can at once (the same result as one pod at a time)."""
+        option_of = {p: i for i, p in enumerate(positions)}
+        claims: list[_Claim] = []
+        order = sorted(range(len(shapes)), key=lambda s: (-shapes[s][0], -shapes[s][1]))
+        for s in order:
+            left = counts[s]
+            for claim in claims:
+                if left == 0:
+                    break
+                left -= self._take(claim, s, shapes[s], left)
+            while left:
+                claim = _Claim(list(pool.overhead), bits, [0] * len(shapes))
+                taken = self._take(claim, s, shapes[s], left)
+                if not taken:
+                    return []
+                claims.append(claim)
+                left -= taken
+        return [
+            PackedNode(
+                option_of[min(self.catalog.positions(c.types), key=lambda p: prices[p])],
+                tuple(c.counts),
+            )
+            for c in claims
+        ]
+
+    def _take(self, claim: _Claim, s: int, request: tuple[int, ...], most: int) -> int:
+        """Put as many as ``most`` pods of ``request`` on ``claim`` as some type still holds."""
+
+        def types_holding(count: int) -> int:
+            needed = [u + r * count for u, r in zip(claim.used, request, strict=True)]
+            return claim.types & self.catalog.fits(needed)
+
+        if not types_holding(1):
+            return 0
+        low, high = 1, most  # types_holding(low) is not empty
+        while low < high:
+            middle = (low + high + 1) // 2
+            if types_holding(middle):
+                low = middle
+            else:
+                high = middle - 1
+        claim.types = types_holding(low)
+        for d, amount in enumerate(request):
+            claim.used[d] += amount * low
+        claim.counts[s] += low
+        return low
+
     def _repack(
         self, pool: Pool, requirements: Requirements, bins: list[Bin], owner: dict[str, PodClass]
     ) -> None:
@@ -88,9 +161,26 @@ class Repacking(Packing):
             for p in positions
         ]
         counts = [len(pods_by_request[shape]) for shape in shapes]
-        packed = cheapest_packing(shapes, counts, options, self.packing_settings)
+        priced = 0
+        for p in positions:
+            priced |= 1 << p
+        candidates = [
+            cheapest_packing(shapes, counts, options, self.packing_settings),
+            self._first_fit_decreasing(
+                pool,
+                bits=bits & priced,
+                shapes=shapes,
+                counts=counts,
+                positions=positions,
+                prices=[p or 0.0 for p in prices],
+            ),
+        ]
+        found = [nodes for nodes in candidates if nodes]
+        if not found:
+            return
+        packed = min(found, key=lambda nodes: packing_cost(nodes, options))
         greedy = sum(self._offerings(b)[0].price_per_hour for b in bins)
-        if not packed or packing_cost(packed, options) >= greedy - _SAVING_EPSILON:
+        if packing_cost(packed, options) >= greedy - _SAVING_EPSILON:
             return
         replaced = {id(b) for b in bins}
         self.bins = [b for b in self.bins if id(b) not in replaced]
