@@ -19,6 +19,7 @@ import typer
 from actuator_svc.core.allocatable import NodeResources
 from actuator_svc.core.catalog import CatalogInstanceType, build_catalog
 from actuator_svc.core.quantities import format_bytes, format_cpu
+from daiku_cli import exit_codes
 from daiku_cli.main import app
 from localcloud.ec2.instance_types import (
     describe_instance_types,
@@ -119,5 +120,5 @@ def catalog(
         document = bundled_catalog_document(region)
     except ValueError as exc:
         typer.echo(f"daiku catalog: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise typer.Exit(exit_codes.BAD_INPUT) from exc
     typer.echo(json.dumps(document, indent=2) if output is OutputFormat.json else _table(document))

@@ -2,8 +2,8 @@
 
 Reads one YAML or JSON file (several documents allowed; `-` reads standard input), writes the
 converted objects to standard output and one line per field it could not carry to standard
-error. Exit status: 0 when converted (even with warnings), 1 when the input cannot be read or
-converted; the error names the file, object and field.
+error. Exit status (`daiku_cli.exit_codes`): 0 when converted (even with warnings), 2 when the
+input cannot be read or converted; the error names the file, object and field.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from daiku_cli import exit_codes
 from daiku_cli.conversion import ConversionError
 from daiku_cli.conversion import convert as convert_documents
 from daiku_cli.main import app
@@ -61,17 +62,17 @@ def convert(
         text = sys.stdin.read() if filename == "-" else Path(filename).read_text(encoding="utf-8")
     except OSError as error:
         typer.echo(f"error: {filename}: {error.strerror}", err=True)
-        raise typer.Exit(code=1) from error
+        raise typer.Exit(exit_codes.BAD_INPUT) from error
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as error:
         typer.echo(f"error: {filename}: not valid YAML or JSON: {error}", err=True)
-        raise typer.Exit(code=1) from error
+        raise typer.Exit(exit_codes.BAD_INPUT) from error
     try:
         result = convert_documents(documents, cluster_name=cluster_name)
     except ConversionError as error:
         typer.echo(f"error: {filename}: {error}", err=True)
-        raise typer.Exit(code=1) from error
+        raise typer.Exit(exit_codes.BAD_INPUT) from error
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(_render(list(result.objects), output), nl=False)

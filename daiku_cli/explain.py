@@ -11,8 +11,8 @@ controller's snapshot and prints the core's `explain_node` verdict and the facts
 What a one-shot look cannot know: when pods last left a node (the controller watches that),
 so "pods changed" counts from the newest pod still bound to it (or the node's creation); and
 without the actuator's catalog, consolidation sees prices from the claims' own offerings but
-no replacement types (a delete is judged, a cheaper replacement is not). Exit status 0 either
-way; 2 when the cluster cannot be read.
+no replacement types (a delete is judged, a cheaper replacement is not). Exit status
+(`daiku_cli.exit_codes`): 0 either way; 3 when the cluster cannot be read.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Annotated
 import structlog
 import typer
 
+from daiku_cli import exit_codes
 from daiku_cli.main import app
 from scheduler_svc.core.disruption import NodeExplanation, explain_node
 from scheduler_svc.disruption.snapshot import build_snapshot
@@ -121,5 +122,5 @@ def node(
         explanation = asyncio.run(_run(name, kubeconfig))
     except (KubeApiError, OSError, ValueError) as error:
         typer.echo(f"daiku explain node: cannot read the cluster: {error}", err=True)
-        raise typer.Exit(2) from error
+        raise typer.Exit(exit_codes.FAILED) from error
     typer.echo(render(explanation))

@@ -9,13 +9,14 @@ scheduler's own converter (see "Reading manifests" below). Solves with ``schedul
 against an instance-type catalog (``--catalog`` JSON as ``daiku catalog -o json`` prints it,
 else the bundled us-east-1 catalog) and prints the plan.
 
-Exit status: 0 with a plan (even when some pods are unschedulable; they are listed with their
-reason), 2 on bad input: the message names the file, object and field, and no plan is printed.
+Exit status (`daiku_cli.exit_codes`): 0 when every pod is planned; 1 when the plan leaves pods
+unschedulable (they are listed with their reason; `--allow-unschedulable` makes that 0); 2 on
+bad input: the message names the file, object and field (YAML errors keep their lines), and no
+plan is printed.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
@@ -29,6 +30,7 @@ import typer
 import yaml
 
 from actuator_svc.core.allocatable import NodeResources, allocatable_from_capacity
+from daiku_cli import exit_codes
 from daiku_cli.main import app
 from scheduler_svc.core import (
     InstanceType,
@@ -41,9 +43,12 @@ from scheduler_svc.core import (
     explain_pod,
     solve,
 )
-from scheduler_svc.core.quantity import resource_units
 from scheduler_svc.errors import InvalidObjectError
-from scheduler_svc.kube.convert import template_pod_from_k8s, volume_zones_of
+from scheduler_svc.kube.convert import (
+    cached_resource_units,
+    template_pod_from_k8s,
+    volume_zones_of,
+)
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     NODE_CLAIMS,
@@ -275,7 +280,7 @@ def _replicas(workload: _Workload, mirror: ClusterMirror) -> list[Pod]:
     for ordinal in range(count):
         pod_name = f"{name}-{ordinal}"
         if not uses_volumes:
-            pods.append(dataclasses.replace(template, name=pod_name))
+            pods.append(_replica(template, name=pod_name))
             continue
         replica = {
             "metadata": {"name": pod_name, "namespace": namespace},
@@ -291,8 +296,16 @@ def _replicas(workload: _Workload, mirror: ClusterMirror) -> list[Pod]:
             zones = volume_zones_of(replica, claims, pvs)
         except InvalidObjectError as error:
             raise PlanInputError(f"{workload.source}: {error}") from None
-        pods.append(dataclasses.replace(template, name=pod_name, volume_zones=zones))
+        pods.append(_replica(template, name=pod_name, volume_zones=zones))
     return pods
+
+
+def _replica(template: Pod, **changes: Any) -> Pod:
+    """A copy of `template` with `changes`, without running Pod's normalisation again (the
+    template ran it): `dataclasses.replace` would, and cost most of a 20k-replica read."""
+    replica = object.__new__(Pod)
+    replica.__dict__.update(template.__dict__, **changes)
+    return replica
 
 
 def _problem(manifests: Manifests) -> tuple[list[Pod], CoreSnapshot]:
@@ -356,8 +369,10 @@ class _Where:
     def quantities(self, value: Any, path: str) -> dict[str, int]:
         out: dict[str, int] = {}
         for name, amount in self.mapping(value, path).items():
+            if isinstance(amount, bool) or not isinstance(amount, str | int | float):
+                raise self.error(f"{path}.{name}", f"{amount!r} is not a quantity")
             try:
-                out[str(name)] = resource_units(str(name), amount)
+                out[str(name)] = cached_resource_units(str(name), amount)
             except QuantityError as exc:
                 raise self.error(f"{path}.{name}", str(exc)) from None
         return out
@@ -580,6 +595,13 @@ def plan(
     explain: Annotated[
         str | None, typer.Option("--explain", help="Explain one pod (namespace/name or name).")
     ] = None,
+    allow_unschedulable: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unschedulable",
+            help="Exit 0 even when pods stay unschedulable (default: exit 1).",
+        ),
+    ] = False,
 ) -> None:
     """Show which NodeClaims daiku would launch for these manifests, and why."""
     try:
@@ -588,11 +610,13 @@ def plan(
             _check_explained(problem, explain)
     except PlanInputError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(exit_codes.BAD_INPUT) from None
     started = time.perf_counter()
     result = solve(problem)
     solve_seconds = time.perf_counter() - started
     if explain is not None:
         typer.echo(_explain(problem, result, explain))
-        return
-    typer.echo(_RENDER[output](plan_document(result, solve_seconds)))
+    else:
+        typer.echo(_RENDER[output](plan_document(result, solve_seconds)))
+    if result.unschedulable and not allow_unschedulable:
+        raise typer.Exit(exit_codes.INCOMPLETE)

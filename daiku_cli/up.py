@@ -29,6 +29,7 @@ from typing import Annotated, TextIO
 
 import typer
 
+from daiku_cli import exit_codes
 from daiku_cli.main import app
 from daiku_cli.processes import ProcessFailedError
 from daiku_cli.scenario import (
@@ -72,11 +73,11 @@ def crd_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "deploy" / "crds"
 
 
-EXIT_OK = 0
-EXIT_NOT_SETTLED = 1
-EXIT_BAD_SCENARIO = 2
-EXIT_STACK_FAILED = 3
-EXIT_INTERRUPTED = 130
+EXIT_OK = exit_codes.OK
+EXIT_NOT_SETTLED = exit_codes.INCOMPLETE
+EXIT_BAD_SCENARIO = exit_codes.BAD_INPUT
+EXIT_STACK_FAILED = exit_codes.FAILED
+EXIT_INTERRUPTED = exit_codes.INTERRUPTED
 
 
 @dataclass(frozen=True)

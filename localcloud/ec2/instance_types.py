@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import functools
 import gzip
+import importlib.util
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any, cast
 
-_MOTO_EC2_RESOURCES = ("moto", "ec2/resources")
+
+@functools.cache
+def _moto_ec2_resources() -> Path:
+    """moto's ec2/resources directory, found without importing moto (`import moto` takes
+    seconds, and `daiku plan`/`daiku catalog` only read its data files)."""
+    spec = importlib.util.find_spec("moto")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("moto is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "ec2" / "resources"
 
 
 def _read_moto_json_gz(relative_path: str) -> Any:
-    package, base = _MOTO_EC2_RESOURCES
-    resource = resources.files(package).joinpath(f"{base}/{relative_path}")
-    with resource.open("rb") as raw, gzip.open(raw) as unzipped:
+    with gzip.open(_moto_ec2_resources() / relative_path) as unzipped:
         return json.load(unzipped)
 
 

@@ -43,9 +43,9 @@ def test_cli_prints_json_and_table() -> None:
 
 
 def test_unknown_region_fails_with_a_message() -> None:
-    """A region without bundled data exits 1 and names the region."""
+    """A region without bundled data exits 2 (bad input) and names the region."""
     result = CliRunner().invoke(app, ["catalog", "--region", "mars-1"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # exit_codes.BAD_INPUT
     assert "mars-1" in result.output
 
 

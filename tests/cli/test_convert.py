@@ -48,32 +48,33 @@ def test_json_output_is_one_object_or_a_list() -> None:
 
 
 def test_missing_file_fails_naming_it(tmp_path: Path) -> None:
-    """A file that does not exist exits 1 with an error naming the file."""
+    """A file that does not exist exits 2 (bad input) with an error naming the file."""
     missing = tmp_path / "nope.yaml"
     result = CliRunner().invoke(app, ["convert", "-f", str(missing)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # exit_codes.BAD_INPUT
     assert f"error: {missing}:" in result.stderr
     assert result.stdout == ""
 
 
 def test_invalid_yaml_fails(tmp_path: Path) -> None:
-    """Input that is not YAML exits 1 with an error naming the file."""
+    """Input that is not YAML exits 2 (bad input) with an error naming the file."""
     broken = tmp_path / "broken.yaml"
     broken.write_text("values:\n  - 'a', 'b'\n")
     result = CliRunner().invoke(app, ["convert", "-f", str(broken)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # exit_codes.BAD_INPUT
     assert f"error: {broken}: not valid YAML or JSON" in result.stderr
 
 
 def test_unconvertible_field_fails_naming_object_and_field(tmp_path: Path) -> None:
-    """A Provisioner whose TTL is not an integer exits 1 naming the Provisioner and the field."""
+    """A Provisioner whose TTL is not an integer exits 2 (bad input) naming the Provisioner
+    and the field."""
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: web}\n"
         "spec: {ttlSecondsAfterEmpty: 30s}\n"
     )
     result = CliRunner().invoke(app, ["convert", "-f", str(bad)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # exit_codes.BAD_INPUT
     assert "Provisioner/web: spec.ttlSecondsAfterEmpty:" in result.stderr
 
 

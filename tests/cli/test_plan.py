@@ -91,9 +91,9 @@ def deployment(
     }
 
 
-def plan_json(*args: str) -> dict[str, Any]:
+def plan_json(*args: str, exit_code: int = 0) -> dict[str, Any]:
     result = CliRunner().invoke(app, ["plan", *args, "-o", "json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     document: dict[str, Any] = json.loads(result.stdout)
     return document
 
@@ -159,7 +159,7 @@ def test_facts_1_m5_large_allocatable_from_capacity(
         }
     )
     manifests = write(tmp_path, "m.yaml", pool, deployment("one", 1, requests))
-    plan = plan_json("-f", str(manifests), "--catalog", str(catalog))
+    plan = plan_json("-f", str(manifests), "--catalog", str(catalog), exit_code=0 if fits else 1)
     assert (len(plan["nodeClaims"]) == 1) is fits
     if not fits:
         assert "no instance type has" in plan["unschedulable"][0]["reason"]
@@ -281,15 +281,25 @@ def test_yaml_and_table_outputs(tmp_path: Path, catalog: Path) -> None:
 
 
 def test_unschedulable_reason_names_the_taint(tmp_path: Path, catalog: Path) -> None:
-    """A pod tolerating no NodePool taint is listed with the taint as its reason."""
+    """A pod tolerating no NodePool taint is listed with the taint as its reason, and the plan
+    exits 1 (exit_codes.INCOMPLETE), or 0 with --allow-unschedulable (issue 17 item 6)."""
     pool = nodepool(
         template_spec={"taints": [{"key": "team", "value": "ml", "effect": "NoSchedule"}]}
     )
     manifests = write(tmp_path, "m.yaml", pool, deployment("web", 1, {"cpu": "100m"}))
-    plan = plan_json("-f", str(manifests), "--catalog", str(catalog))
+    plan = plan_json("-f", str(manifests), "--catalog", str(catalog), exit_code=1)
     assert plan["unschedulable"] == [
         {"pod": "default/web-0", "reason": "tolerates no NodePool's taint team=ml:NoSchedule"}
     ]
+    allowed = plan_json(
+        "-f", str(manifests), "--catalog", str(catalog), "--allow-unschedulable", exit_code=0
+    )
+    assert allowed["unschedulable"] == plan["unschedulable"]
+    explained = CliRunner().invoke(
+        app, ["plan", "-f", str(manifests), "--catalog", str(catalog), "--explain", "web-0"]
+    )
+    assert explained.exit_code == 1
+    assert "Pod default/web-0: unschedulable" in explained.stdout
 
 
 def test_explain_counts_ruled_out_types(tmp_path: Path, catalog: Path) -> None:
@@ -343,12 +353,14 @@ def test_bad_input_exits_2_naming_object_and_field(
 
 
 def test_malformed_yaml_exits_2(tmp_path: Path, catalog: Path) -> None:
-    """Malformed YAML is reported with the file name and exit code 2."""
+    """Malformed YAML is reported with the file name and exit code 2, the parser's message
+    keeping its lines (where it failed, with the line and column) as `convert` prints it."""
     path = tmp_path / "broken.yaml"
     path.write_text("kind: Pod\nmetadata: {name: [unclosed\n")
     out = CliRunner().invoke(app, ["plan", "-f", str(path), "--catalog", str(catalog)])
     assert out.exit_code == 2
     assert "broken.yaml: malformed YAML/JSON" in out.stderr
+    assert '\n  in "<unicode string>", line 3, column 1' in out.stderr
     assert out.stdout == ""
 
 
