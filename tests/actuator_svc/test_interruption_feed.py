@@ -11,6 +11,7 @@ import pytest
 
 from actuator_svc.cloud.fake import FakeCloud
 from actuator_svc.core.cloud_events import AckToken, CloudEventError
+from actuator_svc.core.unavailable_offerings import UnavailableOfferings
 from actuator_svc.interruption import InterruptionFeed, Subscription
 from actuator_svc.metrics import ActuatorMetrics
 from tests.actuator_svc.test_launcher import Clock, make_cloud, make_launcher, request, spot
@@ -34,8 +35,16 @@ def health_event(event_id: str, instance_ids: list[str]) -> str:
 class Feed:
     """A feed on the fake cloud with one launched spot instance, its poller running."""
 
-    def __init__(self, cloud: FakeCloud, feed: InterruptionFeed, url: str, instance: str):
+    def __init__(
+        self,
+        cloud: FakeCloud,
+        feed: InterruptionFeed,
+        url: str,
+        instance: str,
+        unavailable: UnavailableOfferings,
+    ) -> None:
         self.cloud, self.feed, self.url, self.instance = cloud, feed, url, instance
+        self.unavailable = unavailable
 
     def messages_left(self) -> int:
         """Messages still on the queue, visible or received but not deleted."""
@@ -55,7 +64,8 @@ async def feed() -> AsyncIterator[Feed]:
         metrics=ActuatorMetrics(), wait_seconds=5,
     )  # fmt: skip
     poller = asyncio.create_task(interruptions.run())
-    yield Feed(cloud, interruptions, await cloud.queue_url("q"), launched.instance.id)
+    url = await cloud.queue_url("q")
+    yield Feed(cloud, interruptions, url, launched.instance.id, unavailable)
     poller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await poller
@@ -64,6 +74,21 @@ async def feed() -> AsyncIterator[Feed]:
 async def next_event(subscription: Subscription) -> str:
     event = await asyncio.wait_for(subscription.events.get(), timeout=5)
     return event.ack_token
+
+
+async def test_spot_interruption_marks_the_offering_and_reaches_every_subscriber(
+    feed: Feed,
+) -> None:
+    """A spot warning reaches every subscriber with the claim and offering, marks the offering
+    unavailable, and is deleted once handed out; a message that is no event is dropped."""
+    async with feed.feed.subscribe() as first, feed.feed.subscribe() as second:
+        feed.cloud.send_message(feed.url, "not an event")
+        feed.cloud.send_message(feed.url, spot_warning("ev-1", feed.instance))
+        events = [await asyncio.wait_for(s.events.get(), timeout=5) for s in (first, second)]
+        await until(lambda: feed.messages_left() == 0)
+    assert {e.nodeclaim_name for e in events} == {"e-1"}
+    assert events[0].offering == spot("m5.large")
+    assert feed.unavailable.get(spot("m5.large"), Clock().now) is not None
 
 
 async def test_a_message_read_after_the_last_stream_closed_goes_back_to_the_queue(

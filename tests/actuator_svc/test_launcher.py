@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from actuator_svc.catalog import Catalog
@@ -20,7 +18,6 @@ from actuator_svc.core.offerings import OfferingKey
 from actuator_svc.core.unavailable_offerings import UnavailableOfferings
 from actuator_svc.core.user_data import ClusterEndpoint
 from actuator_svc.errors import CloudPermanentError, OfferingsExhaustedError
-from actuator_svc.interruption import InterruptionFeed
 from actuator_svc.launcher import Launcher
 from actuator_svc.metrics import ActuatorMetrics
 from actuator_svc.node_class_resolver import NodeClassResolver
@@ -170,36 +167,6 @@ async def test_only_permanent_fleet_errors_fail_as_permanent() -> None:
     with pytest.raises(CloudPermanentError, match="InvalidParameterValue"):
         await launcher.launch(request("d-1", od("m5.large")))
     assert unavailable.active(Clock().now) == {}
-
-
-async def test_spot_interruption_marks_the_offering_and_reaches_subscribers() -> None:
-    """An interruption message reaches every subscriber with the claim and is deleted after."""
-    cloud = make_cloud()
-    clock = Clock()
-    launcher, unavailable = make_launcher(cloud, clock)
-    launched = await launcher.launch(request("e-1", spot("m5.large")))
-    feed = InterruptionFeed(
-        cloud, queue="q", cluster_name="demo", unavailable=unavailable, clock=clock,
-        metrics=ActuatorMetrics(), wait_seconds=5,
-    )  # fmt: skip
-    url = await cloud.queue_url("q")
-    body = json.dumps({
-        "id": "ev-1", "detail-type": "EC2 Spot Instance Interruption Warning",
-        "time": "2026-01-01T00:00:00Z", "detail": {"instance-id": launched.instance.id},
-    })  # fmt: skip
-    import asyncio
-
-    async with feed.subscribe() as first, feed.subscribe() as second:
-        task = asyncio.create_task(feed.run())
-        cloud.send_message(url, "not an event")
-        cloud.send_message(url, body)
-        events = [await asyncio.wait_for(s.events.get(), timeout=5) for s in (first, second)]
-        task.cancel()
-    assert {e.nodeclaim_name for e in events} == {"e-1"}
-    assert events[0].offering == spot("m5.large")
-    assert unavailable.get(spot("m5.large"), clock.now) is not None
-    assert cloud.queues[url] == []
-    assert cloud.in_flight[url] == {}
 
 
 async def test_bundled_prices_when_the_pricing_api_is_unreachable() -> None:
