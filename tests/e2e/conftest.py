@@ -91,12 +91,56 @@ class RunningScheduler:
         await asyncio.wait_for(self.task, timeout=20)
 
 
+# The services' long-running loops (the scheduler's run, watches, campaign and controllers, the
+# actuator's catalog refresh and event feed): one that ends with an error while a test runs is
+# a crash the test must not pass over. Per-claim work may fail and be retried; it is not here.
+SERVICE_PACKAGES = tuple(str(ROOT / package) for package in ("scheduler_svc", "actuator_svc"))
+SERVICE_LOOPS = frozenset({"run", "run_watches", "_campaign", "_lead", "keep"})
+
+
+@dataclass
+class CrashWatch:
+    """Keeps every service loop task (see SERVICE_LOOPS) started while it watches, through a
+    task factory on the event loop; ``stop`` lists those that ended with an error."""
+
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        loop.set_task_factory(self._task)
+
+    def stop(self) -> list[str]:
+        """Stop watching; the tasks that crashed since it started."""
+        if self._loop is not None:
+            self._loop.set_task_factory(None)
+            self._loop = None
+        tasks, self.tasks = self.tasks, []
+        return [
+            f"task {task.get_name()} ({task.get_coro()!r}): {task.exception()!r}"
+            for task in tasks
+            if task.done() and not task.cancelled() and task.exception() is not None
+        ]
+
+    def _task(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        code = getattr(coro, "cr_code", None)
+        if (
+            code is not None
+            and code.co_name in SERVICE_LOOPS
+            and code.co_filename.startswith(SERVICE_PACKAGES)
+        ):
+            self.tasks.append(task)
+        return task
+
+
 @dataclass
 class Stack:
     cloud: LocalCloud
     actuator: RunningActuator
     tmp_path: Path
     schedulers: list[RunningScheduler] = field(default_factory=list)
+    crash_watch: CrashWatch = field(default_factory=CrashWatch)
 
     @property
     def store(self) -> Any:
@@ -209,6 +253,9 @@ class Stack:
                     await self.store.delete(plural, obj["metadata"]["name"], "default")
 
     async def reset(self) -> None:
+        """Empty the stack for the next test; then fail if a scheduler or actuator task crashed
+        during this one (stopping them here is not the test's doing, so it is not watched)."""
+        crashes = self.crash_watch.stop()
         for scheduler in self.schedulers:
             with contextlib.suppress(Exception):
                 await scheduler.halt()
@@ -249,6 +296,8 @@ class Stack:
             return not await self.objects("nodes") and not await self.objects("pods", "default")
 
         await until(empty, timeout_seconds=15)
+        if crashes:
+            pytest.fail("a service crashed during the test:\n" + "\n".join(crashes))
 
     def ec2_client(self) -> Any:
         import boto3
@@ -312,7 +361,9 @@ async def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
 @pytest_asyncio.fixture(loop_scope="module")
 async def stack(shared_stack: Stack) -> AsyncIterator[Stack]:
     """The shared stack, emptied after the test: schedulers stopped, every object the test
-    made deleted, instances terminated, capacity and faults reset."""
+    made deleted, instances terminated, capacity and faults reset; the test fails if a
+    scheduler or actuator task crashed while it ran."""
+    shared_stack.crash_watch.start(asyncio.get_running_loop())
     yield shared_stack
     await shared_stack.reset()
 

@@ -155,26 +155,29 @@ async def test_a_budget_caps_how_many_empty_nodes_go_at_once(
     server's watch shows, and all go."""
     clock = FrozenClock()
     await apply_pool(stack, {"consolidateAfter": "30s", "budgets": [{"nodes": nodes}]}, "Never")
-    scheduler = await start_with_disruption_clock(stack, clock)
     seen = Disruptions(POOL)
     node_watch, claim_watch = watches(stack, seen)
-    async with node_watch, claim_watch:
-        pods = await stack.create_pods(3, cpu="3", memory="1Gi")
-        placed = await nodes_for(stack, pods)
-        assert len(set(placed.values())) == 3
-        await mirror_saw_pods_on(scheduler, set(placed.values()))
-        await delete_pods(stack, pods)
-        await mirror_saw_pods_leave(scheduler, set(placed.values()))
-        await passes(scheduler, 3)
-        assert not seen.ever  # quiet for 0 s on the clock: nothing goes yet
-        clock.set(clock.now + timedelta(seconds=31))
+    # The API server stamps node ages from the same frozen clock: with its real clock, a node
+    # made more than a second after the clock was read was not yet 30 s old at +31 s.
+    with api_server_clock(stack, clock):
+        scheduler = await start_with_disruption_clock(stack, clock)
+        async with node_watch, claim_watch:
+            pods = await stack.create_pods(3, cpu="3", memory="1Gi")
+            placed = await nodes_for(stack, pods)
+            assert len(set(placed.values())) == 3
+            await mirror_saw_pods_on(scheduler, set(placed.values()))
+            await delete_pods(stack, pods)
+            await mirror_saw_pods_leave(scheduler, set(placed.values()))
+            await passes(scheduler, 3)
+            assert not seen.ever  # quiet for 0 s on the clock: nothing goes yet
+            clock.set(clock.now + timedelta(seconds=31))
 
-        async def all_gone() -> bool:
-            return not await stack.objects("nodeclaims") and not await node_names(stack)
+            async def all_gone() -> bool:
+                return not await stack.objects("nodeclaims") and not await node_names(stack)
 
-        await until(all_gone, timeout_seconds=60)
-        node_watch.check()
-        claim_watch.check()
+            await until(all_gone, timeout_seconds=60)
+            node_watch.check()
+            claim_watch.check()
     assert seen.ever >= set(placed.values())
     assert seen.most == allowed
     assert not stack.running_instances()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -105,7 +104,6 @@ async def test_a_spot_interruption_drains_and_replaces_the_node(stack: Stack) ->
         "spot",
     )
 
-    sent = time.monotonic()
     stack.cloud.ec2.send_spot_interruption(instance["InstanceId"])
 
     async def cordoned() -> bool:
@@ -118,8 +116,8 @@ async def test_a_spot_interruption_drains_and_replaces_the_node(stack: Stack) ->
         running = await web_pods_running(stack, 2)
         return running if running and node["metadata"]["name"] not in running.values() else {}
 
+    # The two waits' bounds (15 s + 40 s) keep the move inside the two-minute warning.
     placement = await until(moved, timeout_seconds=40)
-    assert time.monotonic() - sent < 120  # within the two-minute warning
     assert len(set(placement.values())) == 1
     claims = await stack.objects("nodeclaims")
     assert claim["metadata"]["name"] not in [c["metadata"]["name"] for c in claims]
