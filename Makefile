@@ -4,7 +4,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: setup up test test-fast lint gen gen-check fmt bench lint-deploy image test-image
+.PHONY: setup up test test-fast lint gen gen-check fmt bench lint-deploy image test-image mutation
 
 setup: $(UV)      ## install the locked environment into .venv
 	$(UV) sync --frozen
@@ -31,6 +31,10 @@ lint:             ## ruff, mypy (strict) and import-linter
 fmt:
 	$(RUN) ruff format .
 	$(RUN) ruff check --fix .
+
+mutation: setup   ## mutation testing of the pure cores and the launcher (slow; not run by CI)
+	$(RUN) mutmut run
+	$(RUN) python -m bench.mutation_scores
 
 gen:              ## regenerate the gRPC contract from protos/
 	$(RUN) python -m grpc_tools.protoc -I protos \
