@@ -460,6 +460,36 @@ async def test_invalid_custom_objects_are_refused(
         await kube.store.get("nodepools.daiku.dev", "bad")
 
 
+@pytest.mark.parametrize("cpu", [-5, "-5", "1e20000000"])
+async def test_a_nodepool_limit_that_is_negative_or_unbounded_is_refused(
+    kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path, cpu: int | str
+) -> None:
+    """`limits.cpu: -5` or a twenty-million-digit exponent is refused by the API server with
+    422 Invalid naming spec.limits.cpu (the CRD's bounded, non-negative quantity)."""
+    await kubectl("apply", "-f", str(REPO / "deploy" / "crds"))
+    pool = {
+        "apiVersion": "daiku.dev/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "unbounded"},
+        "spec": {
+            "limits": {"cpu": cpu},
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "daiku.dev", "kind": "EC2NodeClass", "name": "x"},
+                    "requirements": [],
+                }
+            },
+        },
+    }
+    (tmp_path / "pool.json").write_text(json.dumps(pool))
+    refused = await kubectl("apply", "-f", str(tmp_path / "pool.json"), check=False)
+    assert refused.returncode != 0
+    assert "is invalid" in refused.stderr
+    assert "spec.limits.cpu" in refused.stderr
+    with pytest.raises(NotFound):
+        await kube.store.get("nodepools.daiku.dev", "unbounded")
+
+
 async def test_module_entry_point_serves_kubectl(tmp_path: Path) -> None:
     """`python -m localcloud.kube` prints ready, writes a kubeconfig, and kubectl can use it."""
     import sys
