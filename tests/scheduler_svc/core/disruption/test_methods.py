@@ -326,8 +326,11 @@ def test_no_churn(
         candidate(f"n{i}", "c4.xlarge", pods(f"p{i}", 1), created=created, last_event=last_event)
         for i in range(2)
     ]
-    nodes += kwargs.pop("candidates_extra", ())
-    plan = plan_disruption(snapshot(nodes, [consolidating()], **kwargs), at(600))
+    # The parameters are shared between runs in one process (mutmut runs the suite twice):
+    # read them without changing them.
+    nodes += kwargs.get("candidates_extra", ())
+    rest = {key: value for key, value in kwargs.items() if key != "candidates_extra"}
+    plan = plan_disruption(snapshot(nodes, [consolidating()], **rest), at(600))
     assert plan.decisions == ()
     assert reason in blocked(plan)["n0"]
 

@@ -17,7 +17,6 @@ from scheduler_svc.core.disruption import (
     DisruptionDecision,
     DisruptionReason,
     DisruptionSnapshot,
-    NodePoolState,
     PodDisruptionBudget,
     plan_disruption,
     validate,
@@ -29,23 +28,12 @@ from tests.scheduler_svc.core.disruption.builders import (
     at,
     candidate,
     pods,
-    pool,
     snapshot,
 )
+from tests.scheduler_svc.core.disruption.test_methods import consolidating
 
 DECIDED = at(600)
 LATER = at(615)
-
-
-def consolidating(**kwargs: Any) -> NodePoolState:
-    settings: dict[str, Any] = {
-        "consolidation_policy": ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
-        "consolidate_after_seconds": 60.0,
-        "budgets": (),
-        "expire_after_seconds": None,
-        **kwargs,
-    }
-    return pool(**settings)
 
 
 SMALL = candidate("small", "c4.large", pods("s", 2), created=0)
