@@ -19,17 +19,17 @@ ENV UV_COMPILE_BYTECODE=1 \
     UV_PROJECT_ENVIRONMENT=/opt/daiku
 WORKDIR /src
 # Dependencies first: this layer is rebuilt only when the lock changes. --no-default-groups
-# leaves out the dev group (tests, linters) and the local group (moto, for localcloud).
+# leaves out the dev group (tests, linters) and the cli group (typer, moto).
 COPY pyproject.toml uv.lock README.md ./
 RUN /opt/uv/bin/uv sync --frozen --no-dev --no-default-groups --no-install-project
+
+FROM deps AS build
 # botocore carries the API models of every AWS service (27 MB of its 31); the actuator calls
 # EC2, SQS and the Pricing API, and its credentials may come through STS (IRSA) or SSO.
 RUN data="$(/opt/daiku/bin/python -c 'import botocore, os; print(os.path.dirname(botocore.__file__))')/data" \
  && find "$data" -mindepth 1 -maxdepth 1 -type d \
       ! -name ec2 ! -name sqs ! -name pricing ! -name sts ! -name sso ! -name sso-oidc \
       -exec rm -rf {} +
-
-FROM deps AS build
 # The two services and the generated contract they share, as plain packages in site-packages
 # (the project's wheel would also carry localcloud and the CLI).
 COPY daiku ./daiku
@@ -39,8 +39,11 @@ RUN site="$(/opt/daiku/bin/python -c 'import sysconfig; print(sysconfig.get_path
  && cp -r daiku scheduler_svc actuator_svc "$site" \
  && /opt/daiku/bin/python -m compileall -q "$site/daiku" "$site/scheduler_svc" "$site/actuator_svc"
 
-# The local stack's localcloud (docker-compose.yml): the whole project with moto.
+# The local stack's localcloud (docker-compose.yml): the whole project with the cli extra (moto).
 FROM deps AS localcloud-build
+COPY daiku ./daiku
+COPY scheduler_svc ./scheduler_svc
+COPY actuator_svc ./actuator_svc
 COPY localcloud ./localcloud
 COPY daiku_cli ./daiku_cli
 COPY deploy/crds ./deploy/crds
