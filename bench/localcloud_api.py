@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -260,6 +261,29 @@ async def bench_capacity(pods: int, nodes: int) -> None:
     )
 
 
+async def bench_default_scheduler(pods: int, nodes: int) -> None:
+    """How long localcloud's default-scheduler takes to bind a burst of pods (was a timed test)."""
+    from localcloud.kube.controllers.scheduler import DefaultScheduler
+
+    store = Store()
+    binder = asyncio.create_task(DefaultScheduler(store, retry_debounce_seconds=0.01).run())
+    for i in range(nodes):
+        await store.create("nodes", node(f"n{i}"))
+    started = time.perf_counter()
+    for i in range(pods):
+        unbound = pod(f"burst-{i}", "")
+        del unbound["spec"]["nodeName"]
+        await store.create("pods", unbound, "default")
+    # The store has no "all bound" event to wait on; the 50 ms poll bounds the figure's error.
+    while (await store.list("pods", "default", field_selector="spec.nodeName=")).items:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    elapsed = time.perf_counter() - started
+    binder.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await binder
+    print(f"default-scheduler: {pods:,} pods bound to {nodes:,} nodes in {elapsed:.2f}s")
+
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -301,6 +325,7 @@ async def main() -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} CPUs, load average {load} (figures scale with it)")
     await bench_capacity(args.pods, args.nodes)
+    await bench_default_scheduler(3_000, 300)
     await bench_store_writes(5_000)
     await bench_nodeclaim_writes(1_000)
     await bench_http_writes(3_000)

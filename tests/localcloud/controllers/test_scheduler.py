@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -292,20 +291,32 @@ async def test_other_schedulers_pods_are_left_alone(store: Store) -> None:
     assert "conditions" not in theirs["status"]
 
 
-async def test_thousands_of_pods_bind_quickly(store: Store) -> None:
-    """3,000 pods of a few shapes bind to 300 nodes in well under ten seconds."""
+async def test_thousands_of_pods_all_bind_within_node_capacity(store: Store) -> None:
+    """3,000 pods of a few shapes all bind to 300 nodes, and no node holds more cpu than it has.
+
+    How fast they bind is a figure, not an assertion: `bench.localcloud_api` prints it."""
     for index in range(300):
         await store.create("nodes", node(f"n{index:03}", zone=f"us-east-1{'abc'[index % 3]}"))
-    started = time.monotonic()
     for index in range(3000):
         await store.create("pods", pod(f"p{index}", cpu=f"{100 + 100 * (index % 3)}m"), "default")
 
     async def all_bound() -> bool:
         return not (await store.list("pods", "default", field_selector="spec.nodeName=")).items
 
-    await until(all_bound, timeout_seconds=30, interval_seconds=0.1)
-    elapsed = time.monotonic() - started
-    assert elapsed < 10, elapsed
+    await until(all_bound, timeout_seconds=120, interval_seconds=0.1)
+    nodes = {item["metadata"]["name"]: item for item in (await store.list("nodes")).items}
+    requested_millis: dict[str, int] = {}
+    for item in (await store.list("pods", "default")).items:
+        cpu = item["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+        name = item["spec"]["nodeName"]
+        requested_millis[name] = requested_millis.get(name, 0) + int(cpu.removesuffix("m"))
+    for name, millis in requested_millis.items():
+        allocatable = nodes[name]["status"]["allocatable"]["cpu"]
+        assert millis <= _millis(allocatable), (name, millis, allocatable)
+
+
+def _millis(quantity: str) -> int:
+    return int(quantity.removesuffix("m")) if quantity.endswith("m") else int(quantity) * 1000
 
 
 async def test_bound_volume_pins_the_pod_to_its_zone(store: Store) -> None:
