@@ -60,8 +60,9 @@ class ServiceOptions:
     nodeclass: NodeClassStatusSettings = field(default_factory=NodeClassStatusSettings)
     watch: WatchSettings | None = None
     # How long a new leader waits for the actuator's health to say SERVING before its first
-    # round; past it the rounds start anyway and report the actuator as unavailable.
-    actuator_start_wait_seconds: float = 10.0
+    # round (an actuator prefetches its catalog, ~10 s through the emulator, before it
+    # listens); past it the rounds start anyway and report the actuator as unavailable.
+    actuator_start_wait_seconds: float = 30.0
     # Where /healthz, /readyz and /metrics listen; None: every interface in a pod (probes and
     # Prometheus come from outside), loopback when run locally with a kubeconfig.
     host: str | None = None

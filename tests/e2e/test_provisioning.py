@@ -257,7 +257,7 @@ async def test_pods_wait_for_a_late_actuator_and_then_get_nodes(stack: Stack) ->
             for e in await events(stack, "FailedProvisioning")
         )
 
-    await until(reported, timeout_seconds=30)
+    await until(reported, timeout_seconds=60)  # after the scheduler's 30 s wait for it
 
     async def not_ready_for_the_actuator() -> bool:
         return await _get(readyz) == (503, f"actuator at 127.0.0.1:{port} is not serving")
@@ -282,6 +282,33 @@ async def test_pods_wait_for_a_late_actuator_and_then_get_nodes(stack: Stack) ->
             return await _get(readyz) == (200, "ok")
 
         await until(ready, timeout_seconds=30)
+
+
+async def test_a_scheduler_started_before_its_actuator_waits_for_it_without_a_failure(
+    stack: Stack,
+) -> None:
+    """Started together (`daiku up`, a rollout), the scheduler's first round waits for the
+    actuator's health to say SERVING instead of reporting it unreachable: pods pending from the
+    start run, and no FailedProvisioning is ever recorded."""
+    port = free_port()
+    await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+    await stack.create_pods(2, cpu="500m", memory="512Mi")
+    await stack.start_scheduler(actuator_address=f"127.0.0.1:{port}")
+    settings = ActuatorSettings(
+        listen=f"127.0.0.1:{port}",
+        cluster_name=stack.cloud.cluster_name,
+        endpoints=AwsEndpoints(
+            ec2=stack.cloud.ec2.endpoint_url, pricing=stack.cloud.ec2.endpoint_url
+        ),
+        retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
+    )
+    async with serve(settings):
+
+        async def both_running() -> bool:
+            return await running_pods(stack) == 2
+
+        await until(both_running, timeout_seconds=90)
+    assert await events(stack, "FailedProvisioning") == []
 
 
 async def _get(url: str) -> tuple[int, str]:
