@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler_svc.core.requirements import Operator
+
 DAIKU_API_VERSION = "daiku.dev/v1"
 DAIKU_GROUP = "daiku.dev"
 
@@ -90,6 +92,9 @@ _KUBELET_FIELDS = frozenset(
     }
 )
 # Labels/requirement keys daiku sets itself (the CRDs refuse them).
+# Node affinity's operators plus Karpenter's Gte and Lte, spelled as the API spells them.
+_OPERATORS = tuple(operator.value for operator in Operator)
+
 _RESERVED_LABELS = frozenset(
     {
         "kubernetes.io/hostname",
@@ -566,7 +571,16 @@ class _Converter:
             if key in _RESERVED_LABELS:
                 self.warn(ref, f"{item_path}.key", f"{key} is set by daiku itself; dropped")
                 continue
-            converted: dict[str, Any] = {"key": key, "operator": str(requirement["operator"])}
+            operator = str(requirement["operator"])
+            if operator not in _OPERATORS:
+                # Kept as written (dropping it would widen the NodePool); daiku refuses it.
+                self.warn(
+                    ref,
+                    f"{item_path}.operator",
+                    f"unknown operator {operator!r} (expected one of {', '.join(_OPERATORS)}); "
+                    "kept as written, daiku will refuse it until it is fixed",
+                )
+            converted: dict[str, Any] = {"key": key, "operator": operator}
             if "values" in requirement:
                 values = requirement["values"]
                 if not isinstance(values, list):

@@ -95,3 +95,21 @@ def test_json_input_is_read_like_yaml(tmp_path: Path) -> None:
     assert from_json.exit_code == 0, from_json.stderr
     assert from_json.stdout == from_yaml.stdout
     assert yaml.safe_load(from_json.stdout)["apiVersion"] == "daiku.dev/v1"
+
+
+def test_unknown_operator_is_a_warning_on_stderr(tmp_path: Path) -> None:
+    """A NodePool requirement with operator Frob converts (exit 0, kept in the output) with a
+    warning on stderr naming the NodePool and the operator field."""
+    manifest = tmp_path / "frob.yaml"
+    manifest.write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: web}\n"
+        "spec:\n  template:\n    spec:\n      nodeClassRef: {name: x}\n"
+        "      requirements: [{key: team, operator: Frob, values: [a]}]\n"
+    )
+    result = CliRunner().invoke(app, ["convert", "-f", str(manifest)])
+    assert result.exit_code == 0, result.stderr  # exit_codes.OK: converted, with warnings
+    assert (
+        "warning: NodePool/web: spec.template.spec.requirements[0].operator: "
+        "unknown operator 'Frob'" in result.stderr
+    )
+    assert "operator: Frob" in result.stdout

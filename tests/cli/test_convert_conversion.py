@@ -236,3 +236,60 @@ def test_v1beta1_nodeclass_without_ami_terms_gets_its_familys_alias() -> None:
     (out,) = convert([node_class]).objects
     assert out["spec"]["amiSelectorTerms"] == [{"alias": "bottlerocket@latest"}]
     assert out["spec"]["amiFamily"] == "Bottlerocket"
+
+
+_FROB = {"key": "team", "operator": "Frob", "values": ["a"]}
+
+
+@pytest.mark.parametrize(
+    ("document", "object_ref", "field_path"),
+    [
+        (
+            _provisioner(requirements=[_FROB], providerRef={"name": "x"}),
+            "Provisioner/web",
+            "spec.requirements[0].operator",
+        ),
+        (
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": "web"},
+                "spec": {
+                    "template": {"spec": {"nodeClassRef": {"name": "x"}, "requirements": [_FROB]}}
+                },
+            },
+            "NodePool/web",
+            "spec.template.spec.requirements[0].operator",
+        ),
+    ],
+    ids=["v1alpha5", "v1"],
+)
+def test_unknown_requirement_operator_is_kept_and_warned(
+    document: dict[str, Any], object_ref: str, field_path: str
+) -> None:
+    """A requirement with an unknown operator (Frob) is kept as written and warned about,
+    naming the object, the operator field and the operators daiku knows."""
+    result = convert([document], cluster_name="c1")
+    (nodepool,) = [o for o in result.objects if o["kind"] == "NodePool"]
+    assert _FROB in nodepool["spec"]["template"]["spec"]["requirements"]
+    (warning,) = [w for w in result.warnings if w.field_path.endswith(".operator")]
+    assert (warning.object_ref, warning.field_path) == (object_ref, field_path)
+    assert "'Frob'" in warning.message
+    assert "Gte" in warning.message
+
+
+def test_known_requirement_operators_raise_no_warning() -> None:
+    """Every operator daiku knows (In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte) converts
+    without a warning."""
+    requirements = [
+        {"key": "k", "operator": "In", "values": ["a"]},
+        {"key": "k", "operator": "NotIn", "values": ["a"]},
+        {"key": "k", "operator": "Exists"},
+        {"key": "k", "operator": "DoesNotExist"},
+        {"key": "k", "operator": "Gt", "values": ["1"]},
+        {"key": "k", "operator": "Lt", "values": ["9"]},
+        {"key": "k", "operator": "Gte", "values": ["1"]},
+        {"key": "k", "operator": "Lte", "values": ["9"]},
+    ]
+    result = convert([_provisioner(requirements=requirements, providerRef={"name": "x"})])
+    assert not [w for w in result.warnings if "operator" in w.field_path]
