@@ -3,9 +3,18 @@
 Each CreateFleet call carries the open offerings of one capacity type (see core.launch_plan).
 Offerings that fail for lack of capacity go to the unavailable-offerings cache and the next
 call goes out at once with what remains; only when nothing remains does the launch fail.
-A claim is launched at most once: launches of one claim are serialized in this process, an
-instance already tagged with the claim is returned as is, and the ClientToken is derived from
-the claim and the call's offerings, so a second replica's identical call is deduplicated by EC2.
+
+A claim gets one instance however many replicas launch it (decision 0012). Its CreateFleet
+calls are numbered steps, and step k's ClientToken depends only on the cluster, the claim and
+k, never on what one replica holds alone (its ICE cache, its resolved node class). So every
+replica's step k is one EC2 call: the first to arrive decides it, a repeat with the same
+parameters gets the same answer, and a repeat with other parameters gets
+IdempotentParameterMismatch; that replica then takes the instance the step launched (found by
+the claim tag) or, when the step launched none, goes on to step k+1. A replica remembers the
+next unused step of the claims it launched, so a retry after an exhausted launch or a relaunch
+of a terminated claim sends fresh calls; a replica that does not remember walks the used steps
+again, whose answers EC2 replays, and skips an answer naming an instance that is gone.
+Concurrent identical requests for a claim share one in-flight launch.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -25,13 +35,18 @@ from actuator_svc.cloud.provider import (
     FleetError,
     FleetOverride,
     FleetRequest,
+    FleetResult,
     FleetTemplate,
     Instance,
 )
-from actuator_svc.core.fleet_errors import is_capacity_type_wide, is_unavailable_offering
+from actuator_svc.core.fleet_errors import (
+    IDEMPOTENT_PARAMETER_MISMATCH,
+    is_capacity_type_wide,
+    is_unavailable_offering,
+)
 from actuator_svc.core.launch_plan import FleetBatch, next_batch
 from actuator_svc.core.launch_template import LaunchTemplateConfig
-from actuator_svc.core.node_class import LaunchRequest
+from actuator_svc.core.node_class import CUSTOM, LaunchRequest
 from actuator_svc.core.offerings import OfferingKey
 from actuator_svc.core.tags import (
     CLUSTER_TAG,
@@ -43,12 +58,26 @@ from actuator_svc.core.tags import (
 )
 from actuator_svc.core.unavailable_offerings import UnavailableOfferings
 from actuator_svc.core.user_data import ClusterEndpoint, NodeRegistration, render_user_data
-from actuator_svc.errors import CloudPermanentError, OfferingsExhaustedError
+from actuator_svc.errors import (
+    CloudPermanentError,
+    CloudUnavailableError,
+    OfferingsExhaustedError,
+)
 from actuator_svc.metrics import ActuatorMetrics
 from actuator_svc.node_class_resolver import NodeClassResolver, ResolvedNodeClass
 
 log = structlog.get_logger("actuator_svc.launcher")
 NO_INSTANCE_LAUNCHED: Final = "NoInstanceLaunched"
+GONE_STATES: Final = frozenset({"shutting-down", "terminated"})
+# After losing a step to another replica, how long to look for the instance that step may have
+# launched (DescribeInstances is eventually consistent on AWS; the emulator shows it at once).
+DEFAULT_LOOKUP_SECONDS: Final = 2.0
+_LOOKUP_INTERVAL_SECONDS: Final = 0.2
+# Claims whose next unused step this process remembers; the oldest are forgotten first.
+MAX_REMEMBERED_CLAIMS: Final = 10_000
+# Steps one launch may take: a few per capacity type, plus steps lost to other replicas and
+# stale answers of earlier lives of the claim. Beyond it something loops; give up retryably.
+MAX_STEPS_PER_LAUNCH: Final = 100
 
 
 @dataclass(frozen=True)
@@ -89,10 +118,49 @@ class LaunchResult:
     attempts: tuple[LaunchAttempt, ...]
 
 
-def client_token(cluster_name: str, nodeclaim_name: str, batch: FleetBatch) -> str:
-    """A ClientToken (<= 64 chars) unique to the claim and the offerings of one call."""
-    text = "/".join([cluster_name, nodeclaim_name, *(str(k) for k in batch.offerings)])
+def client_token(cluster_name: str, nodeclaim_name: str, step: int) -> str:
+    """The ClientToken (<= 64 chars) of the claim's `step`-th CreateFleet call: the same on
+    every replica, whatever offerings its own ICE cache leaves open."""
+    text = f"{cluster_name}/{nodeclaim_name}/{step}"
     return "daiku-" + hashlib.sha256(text.encode()).hexdigest()[:48]
+
+
+class StepMemory:
+    """The next unused launch step of each claim this process launched (bounded, oldest out)."""
+
+    def __init__(self, max_claims: int = MAX_REMEMBERED_CLAIMS) -> None:
+        self._next: OrderedDict[str, int] = OrderedDict()
+        self._max_claims = max_claims
+
+    def next_step(self, nodeclaim_name: str) -> int:
+        """The first step not known to be used (0 for a claim never seen)."""
+        return self._next.get(nodeclaim_name, 0)
+
+    def used(self, nodeclaim_name: str, step: int) -> None:
+        """Step `step` of the claim has been sent (by this or another replica)."""
+        self._next[nodeclaim_name] = max(step + 1, self._next.get(nodeclaim_name, 0))
+        self._next.move_to_end(nodeclaim_name)
+        while len(self._next) > self._max_claims:
+            self._next.popitem(last=False)
+
+
+def _exhausted(
+    request: LaunchRequest,
+    attempts: Sequence[LaunchAttempt],
+    failed: dict[OfferingKey, str],
+    permanent: Sequence[OfferingFailure],
+    skipped: dict[OfferingKey, SkippedOffering],
+) -> CloudPermanentError | OfferingsExhaustedError:
+    """Why nothing is left to try: a permanent error when no capacity error was among the
+    failures, else the exhausted offerings with every attempt and skipped offering."""
+    if permanent and not any(is_unavailable_offering(c) for c in failed.values()):
+        first = permanent[0]
+        return CloudPermanentError("CreateFleet", first.code, first.message)
+    return OfferingsExhaustedError(
+        request.nodeclaim_name,
+        attempts,
+        [s for s in skipped.values() if s.offering not in failed],
+    )
 
 
 class Launcher:
@@ -108,6 +176,7 @@ class Launcher:
         cluster: ClusterEndpoint,
         clock: Callable[[], float] = time.time,
         metrics: ActuatorMetrics | None = None,
+        lookup_seconds: float = DEFAULT_LOOKUP_SECONDS,
     ) -> None:
         self._cloud = cloud
         self._catalog = catalog
@@ -116,15 +185,35 @@ class Launcher:
         self._cluster = cluster
         self._clock = clock
         self._metrics = metrics or ActuatorMetrics()
+        self._lookup_seconds = lookup_seconds
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiters: dict[str, int] = {}
+        self._in_flight: dict[tuple[str, str], asyncio.Task[LaunchResult]] = {}
+        self._steps = StepMemory()
 
     async def launch(self, request: LaunchRequest) -> LaunchResult:
         """Launch the claim, or return its instance if it has one.
 
+        Identical concurrent requests share one launch (a caller that gives up does not cancel
+        it for the others); different requests for one claim run one after the other.
         Raises OfferingsExhaustedError when no offering is left, InvalidRequestError when the
         node class resolves to nothing, CloudPermanentError when every CreateFleet error was
         permanent, CloudUnavailableError when EC2 kept throttling."""
+        key = (request.nodeclaim_name, repr(request))
+        task = self._in_flight.get(key)
+        if task is None:
+            task = asyncio.create_task(self._serialized(request))
+            self._in_flight[key] = task
+            task.add_done_callback(lambda done: self._finished(key, done))
+        return await asyncio.shield(task)
+
+    def _finished(self, key: tuple[str, str], task: asyncio.Task[LaunchResult]) -> None:
+        if self._in_flight.get(key) is task:
+            del self._in_flight[key]
+        if not task.cancelled():
+            task.exception()  # retrieved here too: every caller may have given up
+
+    async def _serialized(self, request: LaunchRequest) -> LaunchResult:
         name = request.nodeclaim_name
         lock = self._locks.setdefault(name, asyncio.Lock())
         self._waiters[name] = self._waiters.get(name, 0) + 1
@@ -137,21 +226,49 @@ class Launcher:
                 del self._waiters[name], self._locks[name]
 
     async def existing(self, nodeclaim_name: str) -> Instance | None:
-        """The live instance tagged with the claim in this cluster, if any (oldest first)."""
-        found = await self._cloud.find_instances(
-            {NODECLAIM_TAG: nodeclaim_name, CLUSTER_TAG: self._cluster.name}
-        )
+        """The live instance tagged with the claim in this cluster, if any (oldest first); one
+        shutting down is the claim's past, not its instance."""
+        found = [
+            i
+            for i in await self._cloud.find_instances(
+                {NODECLAIM_TAG: nodeclaim_name, CLUSTER_TAG: self._cluster.name}
+            )
+            if i.state not in GONE_STATES
+        ]
         found.sort(key=lambda i: (i.launch_time is None, i.launch_time, i.id))
         return found[0] if found else None
+
+    def _found(self, instance: Instance) -> LaunchResult:
+        key = OfferingKey(instance.instance_type, instance.zone, instance.capacity_type)
+        return LaunchResult(instance, key, self._catalog.price(key), ())
+
+    async def _launched_elsewhere(self, nodeclaim_name: str) -> Instance | None:
+        """The claim's instance after another replica decided a step, if that step launched
+        one: looked for until it shows or `lookup_seconds` pass."""
+        deadline = time.monotonic() + self._lookup_seconds
+        while (found := await self.existing(nodeclaim_name)) is None:
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(_LOOKUP_INTERVAL_SECONDS)
+        return found
+
+    async def _is_gone(self, instance_id: str) -> bool:
+        """Whether the instance is shutting down or terminated: a step's answer replayed from
+        an earlier life of the claim. An instance EC2 does not show is taken as alive (a fresh
+        launch may not show yet)."""
+        found = await self._cloud.find_instances(
+            {CLUSTER_TAG: self._cluster.name}, include_terminated=True, instance_ids=[instance_id]
+        )
+        return any(i.state in GONE_STATES for i in found)
 
     async def _launch(self, request: LaunchRequest) -> LaunchResult:
         started = time.monotonic()
         bound = log.bind(nodeclaim=request.nodeclaim_name, nodepool=request.nodepool_name)
-        instance = await self.existing(request.nodeclaim_name)
+        name = request.nodeclaim_name
+        instance = await self.existing(name)
         if instance is not None:
-            key = OfferingKey(instance.instance_type, instance.zone, instance.capacity_type)
             bound.info("nodeclaim_already_launched", instance_id=instance.id)
-            return LaunchResult(instance, key, self._catalog.price(key), ())
+            return self._found(instance)
         resolved = await self._resolver.resolve(request.node_class)
         skipped = await self._launchable(request, resolved)
         tags = resource_tags(
@@ -163,7 +280,8 @@ class Launcher:
         attempts: list[LaunchAttempt] = []
         failed: dict[OfferingKey, str] = {}
         permanent: list[OfferingFailure] = []
-        while True:
+        first_step = step = self._steps.next_step(name)
+        while step - first_step < MAX_STEPS_PER_LAUNCH:
             now = self._clock()
             cached = self._unavailable.unavailable_among(request.offerings, now)
             for key, entry in cached.items():
@@ -172,21 +290,15 @@ class Launcher:
             batch = next_batch(request.offerings, set(skipped) | set(failed))
             if batch is None:
                 self._metrics.launches.labels(capacity_type="", outcome="exhausted").inc()
-                if permanent and not any(is_unavailable_offering(c) for c in failed.values()):
-                    first = permanent[0]
-                    raise CloudPermanentError("CreateFleet", first.code, first.message)
-                raise OfferingsExhaustedError(
-                    request.nodeclaim_name,
-                    attempts,
-                    [s for s in skipped.values() if s.offering not in failed],
-                )
-            fleet = await self._fleet_request(request, resolved, batch, tags)
+                raise _exhausted(request, attempts, failed, permanent, skipped)
+            fleet = await self._fleet_request(request, resolved, batch, tags, step)
             start = self._clock()
-            tick = time.monotonic()
-            result = await self._cloud.create_fleet(fleet)
-            self._metrics.create_fleet_seconds.labels(capacity_type=batch.capacity_type).observe(
-                time.monotonic() - tick
-            )
+            result = await self._send(fleet, name, step, bound)
+            step += 1
+            if isinstance(result, Instance):
+                return self._found(result)
+            if result is None:
+                continue
             errors = self._record_errors(
                 request,
                 batch,
@@ -197,43 +309,87 @@ class Launcher:
             )
             attempts.append(LaunchAttempt(start, self._clock(), batch.offerings, errors))
             if result.instance_id is not None:
-                key = OfferingKey(result.instance_type, result.zone, batch.capacity_type)
-                price = self._catalog.price(key)
-                arch = await self._catalog.architecture(key.instance_type) or "x86_64"
-                launched = Instance(
-                    id=result.instance_id,
-                    instance_type=key.instance_type,
-                    zone=key.zone,
-                    capacity_type=key.capacity_type,
-                    state="pending",
-                    image_id=resolved.image_by_architecture.get(arch, ""),
-                    launch_time=None,
-                    tags=tags,
-                    # What the call launched with: the override's subnet for the zone EC2
-                    # chose and the launch template's groups (the same DescribeInstances shows).
-                    subnet_id=subnet.id
-                    if (subnet := resolved.subnet_by_zone.get(key.zone))
-                    else "",
-                    security_group_ids=tuple(sorted(set(resolved.security_group_ids))),
-                )
+                launched = await self._launched(result.instance_id, result, batch, resolved, tags)
                 self._metrics.launches.labels(
-                    capacity_type=key.capacity_type, outcome="launched"
+                    capacity_type=launched.offering.capacity_type, outcome="launched"
                 ).inc()
                 bound.info(
                     "nodeclaim_launched",
                     instance_id=result.instance_id,
-                    instance_type=key.instance_type,
-                    zone=key.zone,
-                    capacity_type=key.capacity_type,
-                    price=price,
+                    instance_type=launched.offering.instance_type,
+                    zone=launched.offering.zone,
+                    capacity_type=launched.offering.capacity_type,
+                    price=launched.price_per_hour,
                     attempts=len(attempts),
                     latency_ms=round((time.monotonic() - started) * 1000, 3),
                 )
-                return LaunchResult(launched, key, price, tuple(attempts))
+                return LaunchResult(
+                    launched.instance, launched.offering, launched.price_per_hour, tuple(attempts)
+                )
             if not result.errors:
                 # No instance and no reason: treat the whole batch as failed, to move on.
                 for key in batch.offerings:
                     failed[key] = NO_INSTANCE_LAUNCHED
+        raise CloudUnavailableError(
+            "CreateFleet", "TooManySteps", f"no launch after {MAX_STEPS_PER_LAUNCH} calls"
+        )
+
+    async def _send(
+        self,
+        fleet: FleetRequest,
+        name: str,
+        step: int,
+        bound: structlog.typing.FilteringBoundLogger,
+    ) -> FleetResult | Instance | None:
+        """Send one step: its answer; or the instance another replica launched in it; or None
+        when the step launched nothing now (another replica's step without an instance, or an
+        answer replayed from an earlier life of the claim)."""
+        tick = time.monotonic()
+        try:
+            result = await self._cloud.create_fleet(fleet)
+        except CloudPermanentError as exc:
+            if exc.code != IDEMPOTENT_PARAMETER_MISMATCH:
+                raise
+            # Another replica decided this step with its own choice of offerings.
+            self._steps.used(name, step)
+            bound.info("launch_step_taken_by_another_replica", step=step)
+            return await self._launched_elsewhere(name)
+        self._steps.used(name, step)
+        self._metrics.create_fleet_seconds.labels(capacity_type=fleet.capacity_type).observe(
+            time.monotonic() - tick
+        )
+        if result.instance_id is not None and await self._is_gone(result.instance_id):
+            bound.info("launch_step_answered_for_a_gone_instance", step=step)
+            return None
+        return result
+
+    async def _launched(
+        self,
+        instance_id: str,
+        result: FleetResult,
+        batch: FleetBatch,
+        resolved: ResolvedNodeClass,
+        tags: dict[str, str],
+    ) -> LaunchResult:
+        """The instance a step launched, as the call launched it (no attempts yet)."""
+        key = OfferingKey(result.instance_type, result.zone, batch.capacity_type)
+        arch = await self._catalog.architecture(key.instance_type) or "x86_64"
+        subnet = resolved.subnet_by_zone.get(key.zone)
+        instance = Instance(
+            id=instance_id,
+            instance_type=key.instance_type,
+            zone=key.zone,
+            capacity_type=key.capacity_type,
+            state="pending",
+            image_id=resolved.image_by_architecture.get(arch, ""),
+            launch_time=None,
+            tags=tags,
+            # What the call launched with: the override's subnet for the zone EC2 chose and
+            # the launch template's groups (the same DescribeInstances shows).
+            subnet_id=subnet.id if subnet else "",
+            security_group_ids=tuple(sorted(set(resolved.security_group_ids))),
+        )
+        return LaunchResult(instance, key, self._catalog.price(key), ())
 
     def _record_errors(
         self,
@@ -308,6 +464,7 @@ class Launcher:
         resolved: ResolvedNodeClass,
         batch: FleetBatch,
         tags: dict[str, str],
+        step: int,
     ) -> FleetRequest:
         """The CreateFleet call for a batch: one launch template per architecture."""
         by_arch: dict[str, list[FleetOverride]] = {}
@@ -327,7 +484,7 @@ class Launcher:
             await self._cloud.ensure_launch_template(config)
             templates.append(FleetTemplate(config.name, tuple(overrides)))
         return FleetRequest(
-            client_token=client_token(self._cluster.name, request.nodeclaim_name, batch),
+            client_token=client_token(self._cluster.name, request.nodeclaim_name, step),
             capacity_type=batch.capacity_type,
             allocation_strategy=batch.allocation_strategy,
             templates=tuple(templates),
@@ -354,7 +511,9 @@ class Launcher:
         return LaunchTemplateConfig(
             cluster_name=self._cluster.name,
             image_id=image_id,
-            user_data=render_user_data(self._cluster, registration, node_class.user_data),
+            user_data=node_class.user_data
+            if node_class.ami_family == CUSTOM
+            else render_user_data(self._cluster, registration, node_class.user_data),
             security_group_ids=resolved.security_group_ids,
             instance_profile=node_class.instance_profile,
             block_devices=node_class.block_devices,

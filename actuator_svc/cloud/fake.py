@@ -26,7 +26,7 @@ from actuator_svc.cloud.provider import (
     SecurityGroup,
     Subnet,
 )
-from actuator_svc.core.fleet_errors import is_capacity_type_wide
+from actuator_svc.core.fleet_errors import IDEMPOTENT_PARAMETER_MISMATCH, is_capacity_type_wide
 from actuator_svc.core.launch_template import LaunchTemplateConfig
 from actuator_svc.core.node_class import ImageTerm, SecurityGroupTerm, SubnetTerm
 from actuator_svc.core.offerings import SPOT, OfferingKey
@@ -85,7 +85,8 @@ class FakeCloud:
         self.polls_started = 0  # receive_messages calls, counted as they begin
         self.messages_received = 0  # messages receive_messages returned
         self.pending_faults: dict[str, list[CloudError]] = {}
-        self._tokens: dict[str, FleetResult] = {}
+        # ClientToken -> (the call's parameters, its answer), as EC2 keeps them.
+        self._tokens: dict[str, tuple[FleetRequest, FleetResult]] = {}
         self._ids = itertools.count(1)
         self._arrivals: dict[str, asyncio.Event] = {}
 
@@ -166,8 +167,14 @@ class FakeCloud:
     async def create_fleet(self, request: FleetRequest) -> FleetResult:
         self._fault("create_fleet")
         self.fleet_requests.append(request)
-        if request.client_token in self._tokens:
-            return self._tokens[request.client_token]
+        if (seen := self._tokens.get(request.client_token)) is not None:
+            if replace(seen[0], client_token="") != replace(request, client_token=""):
+                raise CloudPermanentError(
+                    "CreateFleet",
+                    IDEMPOTENT_PARAMETER_MISMATCH,
+                    f"The client token {request.client_token} was used with other parameters.",
+                )
+            return seen[1]
         overrides = [o for t in request.templates for o in t.overrides]
         template_groups = {
             id(o): (
@@ -209,7 +216,7 @@ class FakeCloud:
             break
         if result is None:
             result = FleetResult(None, "", "", tuple(errors))
-        self._tokens[request.client_token] = result
+        self._tokens[request.client_token] = (request, result)
         return result
 
     async def find_instances(

@@ -24,6 +24,10 @@ UNAVAILABLE_OFFERING_CODES: Final = frozenset(
 # in the launch is skipped (spot falls back to on-demand at once).
 CAPACITY_TYPE_WIDE_CODES: Final = frozenset({"MaxSpotInstanceCountExceeded", "VcpuLimitExceeded"})
 
+# A ClientToken already used with other parameters: another replica made this launch step with
+# what its own caches chose (offerings, subnets, template); the step is that replica's.
+IDEMPOTENT_PARAMETER_MISMATCH: Final = "IdempotentParameterMismatch"
+
 # Transient service-side conditions: retried with jittered exponential backoff.
 RETRYABLE_CODES: Final = frozenset(
     {

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
+from typing import Final
 
 from actuator_svc.core.allocatable import (
     DEFAULT_EVICTION_MEMORY_BYTES,
@@ -20,31 +22,42 @@ class KubeletSettingError(ValueError):
         self.field = field
 
 
+_RESERVABLE: Final = ("cpu", "memory", "ephemeral-storage", "pid")
+_PERCENT = re.compile(r"^([0-9]{1,3})(\.[0-9]{1,6})?%$")
+
+
+def _amount(parse: Callable[[str], int], text: str, where: str) -> int:
+    """A non-negative quantity: reserving less than nothing would make allocatable exceed
+    capacity."""
+    try:
+        value = parse(text)
+    except ValueError as exc:
+        raise KubeletSettingError(where, str(exc)) from exc
+    if value < 0:
+        raise KubeletSettingError(where, f"{text!r} must not be negative")
+    return value
+
+
 def _reserved(values: Mapping[str, str], field: str) -> tuple[int | None, int | None]:
     cpu = memory = None
     for resource, text in values.items():
-        where = f"{field}[{resource!r}]"
-        try:
-            if resource == "cpu":
-                cpu = parse_cpu_millis(text)
-            elif resource == "memory":
-                memory = parse_bytes(text)
-            elif resource not in ("ephemeral-storage", "pid"):
-                raise KubeletSettingError(where, "only cpu, memory, ephemeral-storage, pid")
-        except ValueError as exc:
-            if isinstance(exc, KubeletSettingError):
-                raise
-            raise KubeletSettingError(where, str(exc)) from exc
+        where = f"{field}[{resource[:63]!r}]"
+        if resource == "cpu":
+            cpu = _amount(parse_cpu_millis, text, where)
+        elif resource == "memory":
+            memory = _amount(parse_bytes, text, where)
+        elif resource not in _RESERVABLE:
+            raise KubeletSettingError(where, f"only {', '.join(_RESERVABLE)}")
+        else:
+            _amount(parse_bytes, text, where)  # not used for allocatable, but must be valid
     return cpu, memory
 
 
 def _percent(text: str, where: str) -> int:
-    if not text.endswith("%"):
-        raise KubeletSettingError(where, f"{text!r} must be a percentage such as '10%'")
-    try:
-        return int(float(text[:-1]))
-    except ValueError as exc:
-        raise KubeletSettingError(where, f"{text!r} is not a percentage") from exc
+    match = _PERCENT.match(text)
+    if match is None or int(match.group(1)) > 100:
+        raise KubeletSettingError(where, f"{text[:64]!r} must be a percentage from 0% to 100%")
+    return int(match.group(1))
 
 
 def kubelet_settings(
@@ -66,14 +79,11 @@ def kubelet_settings(
     eviction_memory = DEFAULT_EVICTION_MEMORY_BYTES
     eviction_nodefs = DEFAULT_EVICTION_NODEFS_PERCENT
     for signal, text in (eviction_hard or {}).items():
-        where = f"{field}.eviction_hard[{signal!r}]"
+        where = f"{field}.eviction_hard[{signal[:63]!r}]"
         if signal == "memory.available":
             if text.endswith("%"):
                 raise KubeletSettingError(where, "give memory.available as a quantity")
-            try:
-                eviction_memory = parse_bytes(text)
-            except ValueError as exc:
-                raise KubeletSettingError(where, str(exc)) from exc
+            eviction_memory = _amount(parse_bytes, text, where)
         elif signal == "nodefs.available":
             eviction_nodefs = _percent(text, where)
     return KubeletSettings(

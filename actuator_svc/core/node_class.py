@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from actuator_svc.core.allocatable import KubeletSettings
 from actuator_svc.core.launch_template import BlockDevice, MetadataOptions
 from actuator_svc.core.offerings import OfferingKey
 from actuator_svc.core.user_data import Taint
+
+# User-data formats: AL2023 renders nodeadm's NodeConfig with the claim's labels and taints;
+# Custom passes the node class's user data as is (Karpenter's meaning of the two).
+AL2023: Final = "AL2023"
+CUSTOM: Final = "Custom"
+AMI_FAMILIES: Final = frozenset({AL2023, CUSTOM})
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class NodeClassSpec:
     block_devices: tuple[BlockDevice, ...] = ()
     metadata_options: MetadataOptions = field(default_factory=MetadataOptions)
     associate_public_ip_address: bool = False
+    ami_family: str = AL2023
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,32 @@ _QUANTITY = re.compile(
 )
 
 
+# Kubernetes keeps a quantity in an int64 of its smallest unit; nothing larger means anything,
+# and a short text such as "1e999990" would otherwise cost seconds of CPU to turn into an int.
+MAX_QUANTITY: Final = Decimal(2**63 - 1)
+MAX_QUANTITY_CHARACTERS: Final = 64
+# A quick bound on the decimal exponent before any arithmetic (2**63 * 1024**6 < 1e38).
+_MAX_ADJUSTED_EXPONENT: Final = 38
+
+
 def parse_quantity(text: str) -> Decimal:
-    """The value of a quantity string in base units; ValueError when it is not one."""
+    """The value of a quantity string in base units; ValueError when it is not one or when
+    its magnitude exceeds MAX_QUANTITY (checked before any costly arithmetic)."""
+    if len(text) > MAX_QUANTITY_CHARACTERS:
+        raise ValueError(f"a quantity has at most {MAX_QUANTITY_CHARACTERS} characters")
     match = _QUANTITY.match(text.strip())
     if match is None:
         raise ValueError(f"{text!r} is not a Kubernetes quantity")
     try:
-        return Decimal(match.group(1)) * _SUFFIXES[match.group(2)]
+        number = Decimal(match.group(1))
     except InvalidOperation as exc:
         raise ValueError(f"{text!r} is not a Kubernetes quantity") from exc
+    if number and number.adjusted() > _MAX_ADJUSTED_EXPONENT:
+        raise ValueError(f"{text!r} is out of range (at most {MAX_QUANTITY})")
+    value = number * _SUFFIXES[match.group(2)]
+    if abs(value) > MAX_QUANTITY:
+        raise ValueError(f"{text!r} is out of range (at most {MAX_QUANTITY})")
+    return value
 
 
 def parse_cpu_millis(text: str) -> int:

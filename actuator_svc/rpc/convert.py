@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence, Sized
+from collections.abc import Collection, Mapping, Sequence, Sized
 from datetime import datetime
 from typing import Final
 
@@ -16,6 +16,8 @@ from actuator_svc.core.kube_names import label_key_problem, label_value_problem,
 from actuator_svc.core.kubelet import KubeletSettingError, kubelet_settings
 from actuator_svc.core.launch_template import BlockDevice, MetadataOptions
 from actuator_svc.core.node_class import (
+    AL2023,
+    AMI_FAMILIES,
     ImageTerm,
     LaunchRequest,
     NodeClassSpec,
@@ -51,6 +53,16 @@ _DAIKU_TAGS: Final = 6
 _OFFERING_TEXT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
 _TAINT_EFFECTS: Final = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 _ALIAS_FAMILIES: Final = frozenset({"al2023"})
+GIB: Final = 1024**3
+MAX_BLOCK_DEVICES: Final = 50  # the EC2NodeClass CRD's maxItems
+MAX_VOLUME_BYTES: Final = 64 * 1024 * GIB  # io2 Block Express; EC2 refuses the rest per type
+_DEVICE_NAME = re.compile(r"^/dev/[a-z0-9]{1,32}$")
+_VOLUME_TYPES: Final = frozenset({"standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"})
+_IOPS_TYPES: Final = frozenset({"io1", "io2", "gp3"})
+_KMS_KEY = re.compile(r"^[A-Za-z0-9:/_.\-]{1,2048}$")
+_SNAPSHOT_ID = re.compile(r"^snap-[0-9a-f]{8,17}$")
+_ENABLED: Final = frozenset({"enabled", "disabled"})
+_TOKENS: Final = frozenset({"required", "optional"})
 _EVENT_KINDS: Final = {
     "spot_interruption_warning": pb.CLOUD_EVENT_KIND_SPOT_INTERRUPTION_WARNING,
     "rebalance_recommendation": pb.CLOUD_EVENT_KIND_REBALANCE_RECOMMENDATION,
@@ -163,6 +175,95 @@ def _check_node_class_limits(node_class: pb.NodeClass, field: str) -> None:
         )
 
 
+def _one_of(value: str, allowed: Collection[str], field: str) -> str:
+    if value not in allowed:
+        raise InvalidRequestError(field, f"{value[:64]!r} is not one of {sorted(allowed)}")
+    return value
+
+
+def _within(value: int, low: int, high: int, field: str, unit: str = "") -> int:
+    """0 (EC2's default) or a value in [low, high]."""
+    if value and not low <= value <= high:
+        raise InvalidRequestError(field, f"{value} is outside {low}..{high}{unit} (or 0: default)")
+    return value
+
+
+def _block_devices(
+    mappings: Sequence[pb.BlockDeviceMapping], field: str
+) -> tuple[BlockDevice, ...]:
+    """EBS mappings checked against EC2's rules, so a bad one never reaches CreateLaunchTemplate."""
+    _at_most(mappings, MAX_BLOCK_DEVICES, field)
+    devices = []
+    for i, b in enumerate(mappings):
+        where = f"{field}[{i}]"
+        if not _DEVICE_NAME.match(b.device_name):
+            raise InvalidRequestError(
+                f"{where}.device_name", "must be a device path such as /dev/xvda"
+            )
+        volume_type = _one_of(b.volume_type or "gp3", _VOLUME_TYPES, f"{where}.volume_type")
+        _within(b.volume_size_bytes, GIB, MAX_VOLUME_BYTES, f"{where}.volume_size_bytes", " bytes")
+        if b.volume_size_bytes % GIB:
+            raise InvalidRequestError(f"{where}.volume_size_bytes", "must be whole GiB")
+        if b.iops and volume_type not in _IOPS_TYPES:
+            raise InvalidRequestError(f"{where}.iops", f"only {sorted(_IOPS_TYPES)} take iops")
+        _within(b.iops, 100, 256_000, f"{where}.iops")
+        if b.throughput_mibps and volume_type != "gp3":
+            raise InvalidRequestError(f"{where}.throughput_mibps", "only gp3 takes throughput")
+        _within(b.throughput_mibps, 125, 2000, f"{where}.throughput_mibps", " MiB/s")
+        if b.kms_key_id and not _KMS_KEY.match(b.kms_key_id):
+            raise InvalidRequestError(f"{where}.kms_key_id", "must be a KMS key id, ARN or alias")
+        if b.snapshot_id and not _SNAPSHOT_ID.match(b.snapshot_id):
+            raise InvalidRequestError(f"{where}.snapshot_id", "must look like snap-0123abcd")
+        devices.append(
+            BlockDevice(
+                device_name=b.device_name,
+                volume_size_bytes=b.volume_size_bytes,
+                volume_type=volume_type,
+                iops=b.iops,
+                throughput_mibps=b.throughput_mibps,
+                encrypted=b.encrypted,
+                kms_key_id=b.kms_key_id,
+                delete_on_termination=b.delete_on_termination,
+                snapshot_id=b.snapshot_id,
+            )
+        )
+    return tuple(devices)
+
+
+def _metadata_options(m: pb.MetadataOptions, field: str) -> MetadataOptions:
+    """IMDS settings checked against EC2's values; empty fields keep Karpenter's defaults."""
+    default = MetadataOptions()
+    return MetadataOptions(
+        http_endpoint=_one_of(
+            m.http_endpoint or default.http_endpoint, _ENABLED, f"{field}.http_endpoint"
+        ),
+        http_protocol_ipv6=_one_of(
+            m.http_protocol_ipv6 or default.http_protocol_ipv6,
+            _ENABLED,
+            f"{field}.http_protocol_ipv6",
+        ),
+        http_put_response_hop_limit=_within(
+            m.http_put_response_hop_limit, 1, 64, f"{field}.http_put_response_hop_limit"
+        )
+        or default.http_put_response_hop_limit,
+        http_tokens=_one_of(m.http_tokens or default.http_tokens, _TOKENS, f"{field}.http_tokens"),
+    )
+
+
+def _ami_family(node_class: pb.NodeClass, field: str) -> str:
+    """The user-data format: AL2023 (nodeadm, the default and every alias's) or Custom (the
+    node class's user data as is); daiku renders no other family's bootstrap."""
+    family = node_class.ami_family or AL2023
+    _one_of(family, AMI_FAMILIES, f"{field}.ami_family")
+    for i, term in enumerate(node_class.ami_selector_terms):
+        if term.alias and family != AL2023:
+            raise InvalidRequestError(
+                f"{field}.ami_selector_terms[{i}].alias",
+                f"an alias selects EKS-optimized AL2023 images; ami_family is {family!r}",
+            )
+    return family
+
+
 def node_class_from_proto(node_class: pb.NodeClass, field: str = "node_class") -> NodeClassSpec:
     """The node class; every selector list must be non-empty and each term must select."""
     _check_node_class_limits(node_class, field)
@@ -200,35 +301,13 @@ def node_class_from_proto(node_class: pb.NodeClass, field: str = "node_class") -
     ):
         if not terms:
             raise InvalidRequestError(f"{field}.{name}", "needs at least one term")
-    devices = []
-    for i, b in enumerate(node_class.block_device_mappings):
-        if not b.device_name:
-            raise InvalidRequestError(
-                f"{field}.block_device_mappings[{i}].device_name", "is required"
-            )
-        devices.append(
-            BlockDevice(
-                device_name=b.device_name,
-                volume_size_bytes=b.volume_size_bytes,
-                volume_type=b.volume_type or "gp3",
-                iops=b.iops,
-                throughput_mibps=b.throughput_mibps,
-                encrypted=b.encrypted,
-                kms_key_id=b.kms_key_id,
-                delete_on_termination=b.delete_on_termination,
-                snapshot_id=b.snapshot_id,
-            )
-        )
-    metadata = MetadataOptions()
-    if node_class.HasField("metadata_options"):
-        m = node_class.metadata_options
-        metadata = MetadataOptions(
-            http_endpoint=m.http_endpoint or metadata.http_endpoint,
-            http_protocol_ipv6=m.http_protocol_ipv6 or metadata.http_protocol_ipv6,
-            http_put_response_hop_limit=m.http_put_response_hop_limit
-            or metadata.http_put_response_hop_limit,
-            http_tokens=m.http_tokens or metadata.http_tokens,
-        )
+    devices = _block_devices(node_class.block_device_mappings, f"{field}.block_device_mappings")
+    metadata = (
+        _metadata_options(node_class.metadata_options, f"{field}.metadata_options")
+        if node_class.HasField("metadata_options")
+        else MetadataOptions()
+    )
+    ami_family = _ami_family(node_class, field)
     return NodeClassSpec(
         name=node_class.name or "default",
         subnet_terms=tuple(subnets),
@@ -239,9 +318,10 @@ def node_class_from_proto(node_class: pb.NodeClass, field: str = "node_class") -
         # Without IAM lookups, a role is used as the name of its instance profile (the name the
         # console and eksctl give it); an explicit instance_profile wins.
         instance_profile=node_class.instance_profile or node_class.role,
-        block_devices=tuple(devices),
+        block_devices=devices,
         metadata_options=metadata,
         associate_public_ip_address=node_class.associate_public_ip_address,
+        ami_family=ami_family,
     )
 
 

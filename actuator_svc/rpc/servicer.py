@@ -144,7 +144,13 @@ class ActuatorServicer(actuator_pb2_grpc.ActuatorServicer):
         self, request: pb.ListNodeClaimsRequest, context: Context
     ) -> pb.ListNodeClaimsResponse:
         try:
-            instances = await self._nodeclaims.list(request.nodepool_name)
+            # A filter is a NodePool name: "*" or a megabyte must not become an EC2 filter.
+            pool = (
+                convert.require_name(request.nodepool_name, "nodepool_name")
+                if request.nodepool_name
+                else ""
+            )
+            instances = await self._nodeclaims.list(pool)
         except ActuatorError as exc:
             await abort_with(context, exc)
         return pb.ListNodeClaimsResponse(

@@ -207,12 +207,15 @@ async def test_terminate_twice_then_unknown_claim(stub: Stub) -> None:
 async def test_concurrent_duplicate_launches_make_one_instance(
     stub: Stub, emulator: Ec2Emulator
 ) -> None:
-    """Five concurrent launches of one claim, then a retry, all return the same one instance."""
+    """Five concurrent launches of one claim share one launch (the same answer, attempts
+    included); a retry finds the instance."""
     request = launch_request("web-dup1", offering("m5.large", "us-east-1c", "spot"))
     responses = await asyncio.gather(*(stub.LaunchNodeClaim(request) for _ in range(5)))
     again = await stub.LaunchNodeClaim(request)
     assert {r.instance_id for r in responses} | {again.instance_id} == {responses[0].instance_id}
-    assert sum(1 for r in responses if r.attempts) == 1  # the others found the instance
+    assert all(r == responses[0] for r in responses)
+    assert responses[0].attempts
+    assert not again.attempts
     assert len(emulator.create_fleet_calls) == 1
     listed = await stub.ListNodeClaims(pb.ListNodeClaimsRequest(nodepool_name="default"))
     assert [n.nodeclaim_name for n in listed.nodeclaims].count("web-dup1") == 1
@@ -390,6 +393,56 @@ async def test_permanent_errors_fail_fast(stub: Stub, emulator: Ec2Emulator) -> 
             "node_class.ami_selector_terms[0].alias",
         ),
         (lambda r: r.kubelet.system_reserved.update({"cpu": "lots"}), "kubelet.system_reserved"),
+        # Values EC2 would refuse (or take wrongly) are refused before any EC2 call.
+        (
+            lambda r: r.kubelet.system_reserved.update({"cpu": "-5"}),
+            "kubelet.system_reserved['cpu']",
+        ),
+        (
+            lambda r: r.kubelet.system_reserved.update({"cpu": "1e999990"}),
+            "kubelet.system_reserved['cpu']",
+        ),
+        (
+            lambda r: r.node_class.block_device_mappings.add(
+                device_name="/dev/xvda", volume_type="fast"
+            ),
+            "node_class.block_device_mappings[0].volume_type",
+        ),
+        (
+            lambda r: r.node_class.block_device_mappings.add(device_name="xvda"),
+            "node_class.block_device_mappings[0].device_name",
+        ),
+        (
+            lambda r: r.node_class.block_device_mappings.add(
+                device_name="/dev/xvda", volume_size_bytes=-(2**30)
+            ),
+            "node_class.block_device_mappings[0].volume_size_bytes",
+        ),
+        (
+            lambda r: r.node_class.block_device_mappings.add(
+                device_name="/dev/xvda", volume_type="gp2", throughput_mibps=500
+            ),
+            "node_class.block_device_mappings[0].throughput_mibps",
+        ),
+        (
+            lambda r: r.node_class.block_device_mappings.add(device_name="/dev/xvda", iops=10**12),
+            "node_class.block_device_mappings[0].iops",
+        ),
+        (
+            lambda r: r.node_class.metadata_options.MergeFrom(pb.MetadataOptions(http_tokens="no")),
+            "node_class.metadata_options.http_tokens",
+        ),
+        (
+            lambda r: r.node_class.metadata_options.MergeFrom(
+                pb.MetadataOptions(http_put_response_hop_limit=-1)
+            ),
+            "node_class.metadata_options.http_put_response_hop_limit",
+        ),
+        (lambda r: setattr(r.node_class, "ami_family", "Bottlerocket"), "node_class.ami_family"),
+        (
+            lambda r: setattr(r.node_class, "ami_family", "Custom"),
+            "node_class.ami_selector_terms[0].alias",
+        ),
         # Limits on what a caller can send.
         (lambda r: setattr(r, "nodeclaim_name", "a" * 254), "nodeclaim_name"),
         (lambda r: setattr(r, "nodeclaim_name", "web..x"), "nodeclaim_name"),
@@ -609,3 +662,15 @@ async def test_offerings_ec2_does_not_have_are_not_sent(stub: Stub, emulator: Ec
     )
     assert (response.zone, response.capacity_type) == ("us-east-1a", "on-demand")
     assert [c.capacity_type for c in emulator.create_fleet_calls] == ["on-demand"]
+
+
+@pytest.mark.parametrize("pool", ["*", "web*", "p" * 1_000_000])
+async def test_list_nodeclaims_refuses_wildcards_and_huge_filters(stub: Stub, pool: str) -> None:
+    """ListNodeClaims' NodePool filter must be a NodePool name: a wildcard or a megabyte is
+    INVALID_ARGUMENT naming the field, without echoing a long value."""
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.ListNodeClaims(pb.ListNodeClaimsRequest(nodepool_name=pool))
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    details = info.value.details() or ""
+    assert details.startswith("nodepool_name")
+    assert len(details) < 400

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from actuator_svc.catalog import Catalog
 from actuator_svc.cloud.fake import FakeCloud, FakeImage, FakeSecurityGroup
-from actuator_svc.cloud.provider import Subnet
+from actuator_svc.cloud.provider import FleetRequest, FleetResult, Instance, Subnet
 from actuator_svc.core.node_class import (
+    AL2023,
+    CUSTOM,
     ImageTerm,
     LaunchRequest,
     NodeClassSpec,
@@ -75,6 +81,7 @@ def make_launcher(cloud: FakeCloud, clock: Clock) -> tuple[Launcher, Unavailable
         cluster=ClusterEndpoint(name="demo"),
         clock=clock,
         metrics=ActuatorMetrics(),
+        lookup_seconds=0.0,  # the fake shows an instance at once
     )
     return launcher, unavailable
 
@@ -186,3 +193,131 @@ async def test_bundled_prices_when_the_pricing_api_is_unreachable() -> None:
     await catalog.refresh(force=True)
     assert catalog.on_demand_price_source == "pricing-api"
     assert catalog.price(od("m5.large")) == 0.5
+
+
+class NetworkCloud(FakeCloud):
+    """FakeCloud whose look-ups and fleet calls let other tasks run, as network calls do, and
+    which counts the look-ups."""
+
+    lookups = 0
+
+    async def find_instances(self, *args: Any, **kwargs: Any) -> list[Instance]:
+        self.lookups += 1
+        await asyncio.sleep(0)
+        return await super().find_instances(*args, **kwargs)
+
+    async def create_fleet(self, request: FleetRequest) -> FleetResult:
+        await asyncio.sleep(0)
+        return await super().create_fleet(request)
+
+
+def make_network_cloud() -> NetworkCloud:
+    cloud = NetworkCloud(
+        instance_types=TYPES, zones=dict.fromkeys(TYPES, ZONES), on_demand_prices={}
+    )
+    seeded = make_cloud()
+    cloud.od_prices, cloud.spot = seeded.od_prices, seeded.spot
+    cloud.subnets, cloud.security_groups = seeded.subnets, seeded.security_groups
+    cloud.images = seeded.images
+    return cloud
+
+
+async def test_two_launchers_with_different_ice_caches_launch_one_instance() -> None:
+    """Two replicas' launchers, one with the claim's first offering cached as ICE'd, launch the
+    same claim at once: one instance, which both return."""
+    cloud = make_network_cloud()
+    clock = Clock()
+    first, first_cache = make_launcher(cloud, clock)
+    second, _ = make_launcher(cloud, clock)
+    first_cache.mark(spot("m5.large"), "InsufficientInstanceCapacity", clock.now)
+    claim = request("twin-1", spot("m5.large"), spot("m5.large", "us-east-1b"))
+    results = await asyncio.gather(first.launch(claim), second.launch(claim))
+    assert len(cloud.instances) == 1
+    assert {r.instance.id for r in results} == set(cloud.instances)
+
+
+async def test_a_step_another_replica_launched_nothing_in_moves_on() -> None:
+    """When the other replica's step got ICE for what it sent, this replica's different call
+    goes out as the next step and launches."""
+    cloud = make_cloud()
+    clock = Clock()
+    first, _ = make_launcher(cloud, clock)
+    second, second_cache = make_launcher(cloud, clock)
+    cloud.set_capacity(spot("c5.large"), available=False)
+    with pytest.raises(OfferingsExhaustedError):
+        await first.launch(request("twin-2", spot("c5.large")))
+    second_cache.mark(spot("c5.large"), "InsufficientInstanceCapacity", clock.now)
+    launched = await second.launch(request("twin-2", spot("c5.large"), spot("m5.large")))
+    assert launched.offering == spot("m5.large")
+    assert list(cloud.instances) == [launched.instance.id]
+
+
+async def test_relaunching_a_terminated_claim_launches_a_new_instance() -> None:
+    """A claim whose instance was terminated gets a new, live instance when launched again
+    with the same request, from the same process and from a restarted one."""
+    cloud = make_cloud()
+    clock = Clock()
+    launcher, _ = make_launcher(cloud, clock)
+    claim = request("again-1", od("m5.large"))
+    old = await launcher.launch(claim)
+    await cloud.terminate_instances([old.instance.id])
+    renewed = await launcher.launch(claim)
+    await cloud.terminate_instances([renewed.instance.id])
+    restarted, _ = make_launcher(cloud, clock)
+    after_restart = await restarted.launch(claim)
+    ids = [old.instance.id, renewed.instance.id, after_restart.instance.id]
+    assert len(set(ids)) == 3
+    assert cloud.instances[after_restart.instance.id].state == "running"
+
+
+async def test_a_retry_after_an_exhausted_launch_gets_a_fresh_answer() -> None:
+    """After every offering ICE'd, a retry of the same claim once the TTL passed and capacity
+    returned launches (EC2 is asked again, not answered from the earlier call)."""
+    cloud = make_cloud()
+    clock = Clock()
+    launcher, _ = make_launcher(cloud, clock)
+    claim = request("retry-1", spot("m5.large"))
+    cloud.set_capacity(spot("m5.large"), available=False)
+    with pytest.raises(OfferingsExhaustedError):
+        await launcher.launch(claim)
+    cloud.set_capacity(spot("m5.large"), available=True)
+    clock.now += 181
+    launched = await launcher.launch(claim)
+    assert launched.offering == spot("m5.large")
+    assert len(cloud.fleet_requests) == 2
+
+
+async def test_concurrent_identical_launches_share_one() -> None:
+    """1,000 concurrent identical launches of one claim share one launch: one CreateFleet and
+    two DescribeInstances (the look-up before, the state of what it launched), not one each."""
+    cloud = make_network_cloud()
+    launcher, _ = make_launcher(cloud, Clock())
+    claim = request("many-1", od("m5.large"))
+    results = await asyncio.gather(*(launcher.launch(claim) for _ in range(1000)))
+    assert {r.instance.id for r in results} == set(cloud.instances)
+    assert len(cloud.fleet_requests) == 1
+    assert cloud.lookups == 2
+
+
+async def test_custom_ami_family_passes_the_user_data_as_is() -> None:
+    """With ami_family Custom the launch template holds the node class's user data unchanged;
+    with AL2023 (the default) daiku's NodeConfig is added."""
+    cloud = make_cloud()
+    launcher, _ = make_launcher(cloud, Clock())
+    base = request("custom-1", od("m5.large"))
+    custom_class = replace(
+        base.node_class,
+        image_terms=(ImageTerm(name="amazon-eks-node-al2023-x86_64-standard-1.32"),),
+        user_data="#!/bin/bash\necho mine\n",
+        ami_family=CUSTOM,
+    )
+    await launcher.launch(replace(base, node_class=custom_class))
+    await launcher.launch(
+        replace(
+            base, nodeclaim_name="custom-2", node_class=replace(custom_class, ami_family=AL2023)
+        )
+    )
+    user_data = sorted(c.user_data for c in cloud.launch_templates.values())
+    assert user_data[0] == "#!/bin/bash\necho mine\n"
+    assert "NodeConfig" in user_data[1]
+    assert "echo mine" in user_data[1]
