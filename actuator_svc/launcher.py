@@ -63,6 +63,7 @@ from actuator_svc.errors import (
     CloudUnavailableError,
     OfferingsExhaustedError,
 )
+from actuator_svc.launch_templates import LaunchTemplateCollector
 from actuator_svc.metrics import ActuatorMetrics
 from actuator_svc.node_class_resolver import NodeClassResolver, ResolvedNodeClass
 
@@ -177,8 +178,10 @@ class Launcher:
         clock: Callable[[], float] = time.time,
         metrics: ActuatorMetrics | None = None,
         lookup_seconds: float = DEFAULT_LOOKUP_SECONDS,
+        templates: LaunchTemplateCollector | None = None,
     ) -> None:
         self._cloud = cloud
+        self._templates = templates
         self._catalog = catalog
         self._resolver = resolver
         self._unavailable = unavailable
@@ -481,6 +484,8 @@ class Launcher:
         templates = []
         for arch, overrides in by_arch.items():
             config = self._template_config(request, resolved, resolved.image_by_architecture[arch])
+            if self._templates is not None:
+                self._templates.used(config.name)
             await self._cloud.ensure_launch_template(config)
             templates.append(FleetTemplate(config.name, tuple(overrides)))
         return FleetRequest(

@@ -22,6 +22,7 @@ from actuator_svc.core.unavailable_offerings import DEFAULT_TTL_SECONDS, Unavail
 from actuator_svc.core.user_data import ClusterEndpoint
 from actuator_svc.errors import CloudError
 from actuator_svc.interruption import InterruptionFeed
+from actuator_svc.launch_templates import DEFAULT_IDLE_SECONDS, LaunchTemplateCollector
 from actuator_svc.launcher import Launcher
 from actuator_svc.metrics import ActuatorMetrics
 from actuator_svc.node_class_resolver import NodeClassResolver
@@ -32,15 +33,17 @@ from actuator_svc.rpc.credentials import (
     ReloadingCertificates,
     TlsFiles,
 )
-from actuator_svc.rpc.interceptors import BearerTokenInterceptor, ObservabilityInterceptor
+from actuator_svc.rpc.interceptors import (
+    MAX_RECEIVE_MESSAGE_BYTES,
+    BearerTokenInterceptor,
+    ObservabilityInterceptor,
+    RequestGuardInterceptor,
+)
 from actuator_svc.rpc.servicer import ActuatorServicer
 from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
 
 log = structlog.get_logger("actuator_svc")
 SERVICE_NAME = actuator_pb2.DESCRIPTOR.services_by_name["Actuator"].full_name
-# grpc's own default, stated: a LaunchNodeClaim is a few KiB; larger messages are refused
-# (RESOURCE_EXHAUSTED) before they are parsed.
-MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024
 __all__ = ["ActuatorSettings", "InsecureListenError", "RunningActuator", "TlsFiles", "serve"]
 
 
@@ -70,6 +73,8 @@ class ActuatorSettings:
     cluster_ca_bundle: str = ""
     cluster_cidr: str = ""
     interruption_wait_seconds: int = 20
+    # Launch templates created and unused this long are deleted (checked every 10 minutes).
+    launch_template_idle_seconds: float = DEFAULT_IDLE_SECONDS
 
 
 @dataclass
@@ -187,6 +192,12 @@ async def serve(
         )
         # One resolver: ResolveNodeClass refreshes what launches then use.
         resolver = NodeClassResolver(cloud, clock=clock)
+        templates = LaunchTemplateCollector(
+            cloud,
+            cluster_name=settings.cluster_name,
+            clock=clock,
+            idle_seconds=settings.launch_template_idle_seconds,
+        )
         launcher = Launcher(
             cloud,
             catalog=catalog,
@@ -195,6 +206,7 @@ async def serve(
             cluster=cluster,
             clock=clock,
             metrics=metrics,
+            templates=templates,
         )
         feed = None
         if settings.interruption_queue:
@@ -207,11 +219,14 @@ async def serve(
                 metrics=metrics,
                 wait_seconds=settings.interruption_wait_seconds,
             )
-        # The token is checked first, so refused calls are neither timed nor logged as served.
+        # The token is checked first, on metadata (refused calls are neither parsed, timed nor
+        # logged as served); grpc refuses bodies over the largest per-method limit unread, and
+        # the guard applies each method's own limit before parsing.
         server = grpc.aio.server(
             interceptors=[
                 *([BearerTokenInterceptor(token)] if token is not None else []),
                 ObservabilityInterceptor(metrics),
+                RequestGuardInterceptor(),
             ],
             options=[("grpc.max_receive_message_length", MAX_RECEIVE_MESSAGE_BYTES)],
         )
@@ -255,17 +270,16 @@ async def serve(
             catalog=catalog,
             health_port=health_port,
         )
-        feed_task = asyncio.create_task(feed.run()) if feed else None
-        refresh_task = asyncio.create_task(catalog.run())
+        loops = [catalog.run(), templates.run(), *([feed.run()] if feed else [])]
+        tasks = [asyncio.create_task(loop) for loop in loops]
         try:
             yield running
         finally:
             await health_servicer.enter_graceful_shutdown()
-            for task in (feed_task, refresh_task):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await server.stop(grace_seconds)
             if health_server is not None:
                 await health_server.stop(0)

@@ -35,6 +35,7 @@ from actuator_svc.cloud.provider import (
     FleetResult,
     Image,
     Instance,
+    LaunchTemplate,
     QueueMessage,
     SecurityGroup,
     Subnet,
@@ -144,7 +145,8 @@ class Ec2Cloud:
         self._ec2: Any = None
         self._sqs: Any = None
         self._pricing: Any = None
-        self._templates: set[str] = set()
+        # Launch templates this process ensured, by name: re-created if deleted under it.
+        self._templates: dict[str, LaunchTemplateConfig] = {}
 
     async def __aenter__(self) -> Self:
         session = get_session()
@@ -427,7 +429,44 @@ class Ec2Cloud:
         except CloudPermanentError as exc:
             if "AlreadyExists" not in exc.code:
                 raise
-        self._templates.add(config.name)
+        self._templates[config.name] = config
+
+    async def find_launch_templates(self, tags: Mapping[str, str]) -> list[LaunchTemplate]:
+        """The launch templates carrying all `tags`, page by page."""
+        found: list[LaunchTemplate] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Filters": _tag_filters(tags), "MaxResults": 200}
+            if token:
+                kwargs["NextToken"] = token
+            page = await self._call(
+                "DescribeLaunchTemplates", self._ec2.describe_launch_templates, **kwargs
+            )
+            for item in page.get("LaunchTemplates", []):
+                created = item.get("CreateTime")
+                found.append(
+                    LaunchTemplate(
+                        name=item["LaunchTemplateName"],
+                        created_seconds=created.timestamp() if created else 0.0,
+                    )
+                )
+            token = page.get("NextToken")
+            if not token:
+                return found
+
+    async def delete_launch_template(self, name: str) -> None:
+        """Delete a launch template; one already gone is fine."""
+        self._templates.pop(name, None)
+        try:
+            await self._call(
+                "DeleteLaunchTemplate",
+                self._ec2.delete_launch_template,
+                LaunchTemplateName=name,
+            )
+        except CloudPermanentError as exc:
+            if not _is_missing_template(exc.code):
+                raise
+        log.info("launch_template_deleted", launch_template=name)
 
     # Launch and terminate -----------------------------------------------------------------
 
@@ -467,7 +506,7 @@ class Ec2Cloud:
             ],
         }
         try:
-            response = await self._call("CreateFleet", self._ec2.create_fleet, **kwargs)
+            response = await self._create_fleet(request, kwargs)
         except CloudPermanentError as exc:
             if is_unavailable_offering(exc.code):
                 return FleetResult(None, "", "", (FleetError("", "", exc.code, str(exc)),))
@@ -496,6 +535,21 @@ class Ec2Cloud:
                     errors=tuple(errors),
                 )
         return FleetResult(None, "", "", tuple(errors))
+
+    async def _create_fleet(self, request: FleetRequest, kwargs: dict[str, Any]) -> Any:
+        """CreateFleet; when a launch template it names was deleted (garbage collection on
+        another replica), re-create the templates this process knows and send it once more
+        (a refused call used no ClientToken)."""
+        try:
+            return await self._call("CreateFleet", self._ec2.create_fleet, **kwargs)
+        except CloudPermanentError as exc:
+            names = [t.launch_template_name for t in request.templates]
+            if not _is_missing_template(exc.code) or not all(n in self._templates for n in names):
+                raise
+            configs = [self._templates.pop(n) for n in names]
+            for config in configs:
+                await self.ensure_launch_template(config)
+            return await self._call("CreateFleet", self._ec2.create_fleet, **kwargs)
 
     async def find_instances(
         self,
@@ -590,6 +644,13 @@ class Ec2Cloud:
             ReceiptHandle=receipt_handle,
             VisibilityTimeout=0,
         )
+
+
+def _is_missing_template(code: str) -> bool:
+    """InvalidLaunchTemplateName.NotFoundException, InvalidLaunchTemplateId.NotFound, ..."""
+    return code.startswith(
+        ("InvalidLaunchTemplateName.NotFound", "InvalidLaunchTemplateId.NotFound")
+    )
 
 
 def _block_device(device: BlockDevice) -> dict[str, Any]:

@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import fnmatch
 import itertools
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from actuator_svc.cloud.provider import (
     FleetResult,
     Image,
     Instance,
+    LaunchTemplate,
     QueueMessage,
     SecurityGroup,
     Subnet,
@@ -77,6 +79,9 @@ class FakeCloud:
         self.security_groups: list[FakeSecurityGroup] = []
         self.images: list[FakeImage] = []
         self.launch_templates: dict[str, LaunchTemplateConfig] = {}
+        self.launch_template_created: dict[str, float] = {}
+        # When the fake says things happen (launch template CreateTime); tests may replace it.
+        self.now: Callable[[], float] = time.time
         self.instances: dict[str, Instance] = {}
         self.exhausted: dict[OfferingKey, str] = {}
         self.fleet_requests: list[FleetRequest] = []
@@ -162,7 +167,19 @@ class FakeCloud:
 
     async def ensure_launch_template(self, config: LaunchTemplateConfig) -> None:
         self._fault("ensure_launch_template")
-        self.launch_templates.setdefault(config.name, config)
+        if config.name not in self.launch_templates:
+            self.launch_templates[config.name] = config
+            self.launch_template_created[config.name] = self.now()
+
+    async def find_launch_templates(self, tags: Mapping[str, str]) -> list[LaunchTemplate]:
+        return [
+            LaunchTemplate(name, self.launch_template_created[name])
+            for name, config in self.launch_templates.items()
+            if _matches(config.tags, tags)
+        ]
+
+    async def delete_launch_template(self, name: str) -> None:
+        self.launch_templates.pop(name, None)
 
     async def create_fleet(self, request: FleetRequest) -> FleetResult:
         self._fault("create_fleet")

@@ -114,6 +114,14 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class LaunchTemplate:
+    """A launch template: its name and when it was created (epoch seconds)."""
+
+    name: str
+    created_seconds: float
+
+
+@dataclass(frozen=True)
 class QueueMessage:
     """One SQS message."""
 
@@ -154,6 +162,15 @@ class CloudProvider(Protocol):
 
     async def ensure_launch_template(self, config: LaunchTemplateConfig) -> None:
         """Create the launch template named `config.name` unless it exists (idempotent)."""
+        ...
+
+    async def find_launch_templates(self, tags: Mapping[str, str]) -> list[LaunchTemplate]:
+        """The launch templates carrying all `tags`."""
+        ...
+
+    async def delete_launch_template(self, name: str) -> None:
+        """Delete a launch template; one already gone is not an error. A later CreateFleet
+        naming it from a template this process ensured re-creates it."""
         ...
 
     async def create_fleet(self, request: FleetRequest) -> FleetResult:

@@ -1,4 +1,6 @@
-"""Server interceptors: bearer-token authentication, and one log line + metric per call."""
+"""Server interceptors: bearer-token authentication (on metadata, before any body is parsed),
+request guarding (a size limit per method, corrupt bodies and unexpected errors as clear status
+codes, never UNKNOWN with an exception name), and one log line + metric per call."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import structlog
+from google.protobuf.message import DecodeError
 
 from actuator_svc.metrics import ActuatorMetrics
 from actuator_svc.rpc.credentials import BearerToken
@@ -19,6 +22,26 @@ log = structlog.get_logger("actuator_svc.rpc")
 OPEN_SERVICES = ("/grpc.health.v1.Health/",)
 # Calls not logged or timed per call: probes every few seconds, and grpcurl's discovery.
 QUIET_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+KIB = 1024
+MIB = 1024 * KIB
+ACTUATOR = "/daiku.actuator.v1.Actuator/"
+# The largest request body each method takes. The biggest valid LaunchNodeClaim (every list at
+# its limit) is a few hundred KiB; a call naming a claim is a few hundred bytes. Bigger bodies
+# are refused before they are parsed, so a flood of them costs their bytes, not their objects.
+MAX_REQUEST_BYTES: dict[str, int] = {
+    f"{ACTUATOR}LaunchNodeClaim": 1 * MIB,
+    f"{ACTUATOR}ResolveNodeClass": 256 * KIB,
+    f"{ACTUATOR}AcknowledgeCloudEvents": 256 * KIB,
+    f"{ACTUATOR}ListInstanceTypes": 64 * KIB,
+    f"{ACTUATOR}GetNodeClaim": 4 * KIB,
+    f"{ACTUATOR}TerminateNodeClaim": 4 * KIB,
+    f"{ACTUATOR}ListNodeClaims": 4 * KIB,
+    f"{ACTUATOR}WatchCloudEvents": 4 * KIB,
+}
+# Every other method (health, reflection); also the server-wide receive limit is the largest.
+DEFAULT_MAX_REQUEST_BYTES = 64 * KIB
+MAX_RECEIVE_MESSAGE_BYTES = max(DEFAULT_MAX_REQUEST_BYTES, *MAX_REQUEST_BYTES.values())
 
 if TYPE_CHECKING:  # the grpc stubs are generic; the runtime classes are not
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -44,10 +67,107 @@ def _deny(method: str, handler: Handler, reason: str) -> Handler:
     }[(bool(handler.request_streaming), bool(handler.response_streaming))]
     deny: Handler = make(
         unauthenticated,
-        request_deserializer=handler.request_deserializer,
+        request_deserializer=_discard,  # an unauthenticated body is never parsed
         response_serializer=handler.response_serializer,
     )
     return deny
+
+
+def _discard(_body: bytes) -> None:
+    return None
+
+
+def _same_kind(handler: Handler, behaviour: Any, deserializer: Callable[[bytes], Any]) -> Handler:
+    """`handler` with another behaviour and request deserializer (unary or server-streaming)."""
+    if handler.unary_unary is not None:
+        made: Handler = grpc.unary_unary_rpc_method_handler(
+            behaviour,
+            request_deserializer=deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    else:
+        made = grpc.unary_stream_rpc_method_handler(
+            behaviour,
+            request_deserializer=deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return made
+
+
+class _Refused:
+    """A request body refused while deserializing; the behaviour aborts with it."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        self.code = code
+        self.message = message
+
+
+class RequestGuardInterceptor(grpc.aio.ServerInterceptor):
+    """Per-method body limits (RESOURCE_EXHAUSTED before parsing), corrupt bodies
+    (INVALID_ARGUMENT) and unexpected errors (INTERNAL, logged with the exception type; the
+    caller sees no Python names). grpc itself would answer both with UNKNOWN and the name."""
+
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or (handler.unary_unary is None and handler.unary_stream is None):
+            return handler
+        limit = MAX_REQUEST_BYTES.get(method, DEFAULT_MAX_REQUEST_BYTES)
+        parse = handler.request_deserializer
+        name = method.rsplit("/", 1)[-1]
+
+        def deserialize(body: bytes) -> Any:
+            if len(body) > limit:
+                return _Refused(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"the request is {len(body)} bytes; {name} takes at most {limit}",
+                )
+            try:
+                return parse(body) if parse is not None else body
+            except DecodeError:
+                return _Refused(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {name} message"
+                )
+
+        if handler.unary_unary is not None:
+            unary: Any = handler.unary_unary
+
+            async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                if isinstance(request, _Refused):
+                    await context.abort(request.code, request.message)
+                try:
+                    return await unary(request, context)
+                except Exception as exc:  # everything unexpected, reported once
+                    await _internal(method, context, exc)
+
+            return _same_kind(handler, guarded, deserialize)
+        streaming: Any = handler.unary_stream
+
+        async def guarded_stream(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            if isinstance(request, _Refused):
+                await context.abort(request.code, request.message)
+            try:
+                async for item in streaming(request, context):
+                    yield item
+            except Exception as exc:  # everything unexpected, reported once
+                await _internal(method, context, exc)
+
+        return _same_kind(handler, guarded_stream, deserialize)
+
+
+async def _internal(
+    method: str, context: grpc.aio.ServicerContext[Any, Any], exc: Exception
+) -> None:
+    """Re-raise an abort the behaviour chose; anything else is logged (type and traceback,
+    server side only) and answered INTERNAL without Python names."""
+    if isinstance(exc, grpc.aio.AbortError):
+        raise exc
+    log.error("rpc_internal_error", method=method, error_type=type(exc).__name__, exc_info=exc)
+    await context.abort(grpc.StatusCode.INTERNAL, "internal error; the actuator logged it")
 
 
 class BearerTokenInterceptor(grpc.aio.ServerInterceptor):

@@ -252,8 +252,27 @@ class Ec2EmulatorApp:
         answer: Callable[[Request, MultiDict[str, str]], Response | None] | None = {
             "DescribeSpotPriceHistory": self._spot_price_history,
             "DescribeInstances": self._describe_instances,
+            "DeleteLaunchTemplate": self._delete_launch_template,
         }.get(action)
         return None if answer is None else answer(request, form)
+
+    def _delete_launch_template(
+        self, request: Request, form: MultiDict[str, str]
+    ) -> Response | None:
+        """EC2's answer for a name that does not exist (moto says MissingParameter)."""
+        name = form.get("LaunchTemplateName")
+        if not name:
+            return None
+        account, region = _account_and_region(request, self._state.region)
+        with self._state.ec2_lock:
+            known = name in _ec2_backend(account, region).launch_template_name_to_ids
+        if known:
+            return None
+        return ec2_error_response(
+            "InvalidLaunchTemplateName.NotFoundException",
+            f"The specified launch template, with template name {name}, does not exist.",
+            400,
+        )
 
     def _describe_instances(self, request: Request, form: MultiDict[str, str]) -> Response | None:
         if not self._state.fast_describe_instances:

@@ -83,7 +83,7 @@ class ActuatorThread:
 
     def start(self) -> RunningActuator:
         self._thread.start()
-        if not self._ready.wait(timeout=60) or self.running is None:
+        if not self._ready.wait(timeout=180) or self.running is None:
             raise RuntimeError(f"actuator did not start: {self._error!r}")
         return self.running
 

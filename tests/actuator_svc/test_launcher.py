@@ -24,6 +24,7 @@ from actuator_svc.core.offerings import OfferingKey
 from actuator_svc.core.unavailable_offerings import UnavailableOfferings
 from actuator_svc.core.user_data import ClusterEndpoint
 from actuator_svc.errors import CloudPermanentError, OfferingsExhaustedError
+from actuator_svc.launch_templates import LaunchTemplateCollector
 from actuator_svc.launcher import Launcher
 from actuator_svc.metrics import ActuatorMetrics
 from actuator_svc.node_class_resolver import NodeClassResolver
@@ -70,7 +71,9 @@ def make_cloud() -> FakeCloud:
     return cloud
 
 
-def make_launcher(cloud: FakeCloud, clock: Clock) -> tuple[Launcher, UnavailableOfferings]:
+def make_launcher(
+    cloud: FakeCloud, clock: Clock, templates: LaunchTemplateCollector | None = None
+) -> tuple[Launcher, UnavailableOfferings]:
     unavailable = UnavailableOfferings()
     catalog = Catalog(cloud, region="us-east-1", unavailable=unavailable, clock=clock)
     launcher = Launcher(
@@ -82,6 +85,7 @@ def make_launcher(cloud: FakeCloud, clock: Clock) -> tuple[Launcher, Unavailable
         clock=clock,
         metrics=ActuatorMetrics(),
         lookup_seconds=0.0,  # the fake shows an instance at once
+        templates=templates,
     )
     return launcher, unavailable
 
