@@ -1,5 +1,5 @@
 """Garbage collection of launch templates: EC2 allows a few thousand per region, and a new one
-appears with every AMI, label or node-class change (decision 0012)."""
+appears with every AMI, label or node-class change."""
 
 from __future__ import annotations
 
