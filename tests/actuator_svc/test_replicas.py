@@ -53,9 +53,17 @@ async def replicas(
     started: list[asyncio.subprocess.Process] = []
     channels: list[grpc.aio.Channel] = []
     try:
-        addresses = await asyncio.gather(_start(emulator, started), _start(emulator, started))
-        channels = [grpc.aio.insecure_channel(address) for address in addresses]
-        yield [actuator_pb2_grpc.ActuatorStub(c) for c in channels]
+        # One after the other, each with its catalog loaded: two catalog fetches at once (900
+        # instance types each through moto) can starve the emulator's other calls on a busy
+        # machine, and a fetch left for first use would run beside the launches.
+        stubs = []
+        for _ in range(2):
+            channels.append(grpc.aio.insecure_channel(await _start(emulator, started)))
+            stubs.append(actuator_pb2_grpc.ActuatorStub(channels[-1]))
+            await stubs[-1].ListInstanceTypes(
+                pb.ListInstanceTypesRequest(), metadata=METADATA, timeout=240
+            )
+        yield stubs
     finally:
         for channel in channels:
             await channel.close()
