@@ -4,7 +4,7 @@ Each CreateFleet call carries the open offerings of one capacity type (see core.
 Offerings that fail for lack of capacity go to the unavailable-offerings cache and the next
 call goes out at once with what remains; only when nothing remains does the launch fail.
 
-A claim gets one instance however many replicas launch it (decision 0013). Its CreateFleet
+A claim gets one instance however many replicas launch it (decision 0014). Its CreateFleet
 calls are numbered steps, and step k's ClientToken depends only on the cluster, the claim and
 k, never on what one replica holds alone (its ICE cache, its resolved node class). So every
 replica's step k is one EC2 call: the first to arrive decides it, a repeat with the same
