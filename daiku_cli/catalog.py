@@ -11,6 +11,7 @@ uses (`actuator_svc.core.catalog`).
 from __future__ import annotations
 
 import json
+import re
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ from localcloud.ec2.instance_types import (
     describe_instance_types,
     instance_type_zones,
     on_demand_prices,
+    priced_regions,
 )
 from localcloud.ec2.spot_prices import spot_price
 
@@ -82,6 +84,28 @@ def bundled_catalog_document(region: str = "us-east-1") -> dict[str, Any]:
     return {"instanceTypes": [instance_type_document(t) for t in types]}
 
 
+# Sizes in the order EC2 grows them; "Nxlarge" sits between xlarge and metal, ordered by N.
+_SIZE_RANKS = {"nano": 0, "micro": 1, "small": 2, "medium": 3, "large": 4, "xlarge": 5}
+_XLARGE_RANK, _METAL_RANK, _UNKNOWN_RANK = 5, 6, 7
+_MULTIPLE_XLARGE = re.compile(r"(\d+)xlarge")
+_SIZED_METAL = re.compile(r"metal(?:-(\d+)xl)?")
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_order_key(name: str) -> tuple[tuple[str | int, ...], int, int, str]:
+    """Sort key putting c5.2xlarge before c5.12xlarge and nano < micro < … < xlarge <
+    2xlarge < … < metal within a family; families in natural order (c5 < c5a < c6g)."""
+    family, _, size = name.partition(".")
+    family_key = tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(family))
+    if size in _SIZE_RANKS:
+        return family_key, _SIZE_RANKS[size], 1, size
+    if multiple := _MULTIPLE_XLARGE.fullmatch(size):
+        return family_key, _XLARGE_RANK, int(multiple.group(1)), size
+    if metal := _SIZED_METAL.fullmatch(size):
+        return family_key, _METAL_RANK, int(metal.group(1) or 0), size
+    return family_key, _UNKNOWN_RANK, 0, size
+
+
 class OutputFormat(StrEnum):
     """How the catalog is printed."""
 
@@ -90,7 +114,7 @@ class OutputFormat(StrEnum):
 
 
 def _table(document: dict[str, Any]) -> str:
-    header = f"{'NAME':<22}{'CPU':>6}{'MEMORY':>10}{'PODS':>6}{'ALLOC CPU':>11}"
+    header = f"{'NAME':<22}{'CPU':>6}{'MEMORY':>12}{'PODS':>6}{'ALLOC CPU':>11}"
     header += f"{'ALLOC MEMORY':>14}{'OD $/H':>10}{'SPOT MIN $/H':>14}"
     lines = [header]
     for item in document["instanceTypes"]:
@@ -101,7 +125,7 @@ def _table(document: dict[str, Any]) -> str:
         spot = f"{min(prices['spot']):.4f}" if prices["spot"] else "-"
         capacity, allocatable = item["capacity"], item["allocatable"]
         lines.append(
-            f"{item['name']:<22}{capacity['cpu']:>6}{capacity['memory']:>10}"
+            f"{item['name']:<22}{capacity['cpu']:>6}{capacity['memory']:>12}"
             f"{capacity['pods']:>6}{allocatable['cpu']:>11}{allocatable['memory']:>14}"
             f"{od:>10}{spot:>14}"
         )
@@ -115,10 +139,19 @@ def catalog(
         OutputFormat, typer.Option("--output", "-o", help="json or table.")
     ] = OutputFormat.json,
 ) -> None:
-    """Print the instance-type catalog (capacity, allocatable, labels, offerings), offline."""
+    """Print the instance-type catalog (capacity, allocatable, labels, offerings), offline,
+    sizes in natural order (c5.large, c5.xlarge, c5.2xlarge, …, c5.metal)."""
+    if region not in (regions := priced_regions()):
+        typer.echo(
+            f"daiku catalog: no bundled data for region {region!r}; "
+            f"the bundled catalog has: {', '.join(regions)}",
+            err=True,
+        )
+        raise typer.Exit(exit_codes.BAD_INPUT)
     try:
         document = bundled_catalog_document(region)
     except ValueError as exc:
         typer.echo(f"daiku catalog: {exc}", err=True)
         raise typer.Exit(exit_codes.BAD_INPUT) from exc
+    document["instanceTypes"].sort(key=lambda item: natural_order_key(item["name"]))
     typer.echo(json.dumps(document, indent=2) if output is OutputFormat.json else _table(document))

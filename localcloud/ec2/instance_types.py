@@ -61,6 +61,11 @@ def _price_document() -> dict[str, Any]:
     return cast("dict[str, Any]", json.loads(resource.read_text(encoding="utf-8")))
 
 
+def priced_regions() -> list[str]:
+    """The regions the shared on-demand price list covers, sorted."""
+    return sorted(_price_document()["regions"])
+
+
 def on_demand_prices(region: str) -> dict[str, float]:
     """Instance type name -> Linux on-demand hourly USD price in `region` (the shared list)."""
     regions = _price_document()["regions"]
