@@ -241,6 +241,18 @@ async def test_a_pod_whose_planned_node_filled_up_is_solved_again_without_a_chan
         kubelets.boot_seconds = 0.0
 
 
+def late_actuator(stack: Stack, port: int) -> ActuatorSettings:
+    """An actuator for this stack on `port`, started by the test after the scheduler."""
+    return ActuatorSettings(
+        listen=f"127.0.0.1:{port}",
+        cluster_name=stack.cloud.cluster_name,
+        endpoints=AwsEndpoints(
+            ec2=stack.cloud.ec2.endpoint_url, pricing=stack.cloud.ec2.endpoint_url
+        ),
+        retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
+    )
+
+
 async def test_pods_wait_for_a_late_actuator_and_then_get_nodes(stack: Stack) -> None:
     """A scheduler that starts before its actuator reports the pods FailedProvisioning
     ("instance types unavailable") and is not ready, naming the actuator; it retries by itself:
@@ -263,20 +275,8 @@ async def test_pods_wait_for_a_late_actuator_and_then_get_nodes(stack: Stack) ->
         return await _get(readyz) == (503, f"actuator at 127.0.0.1:{port} is not serving")
 
     await until(not_ready_for_the_actuator, timeout_seconds=30)
-    settings = ActuatorSettings(
-        listen=f"127.0.0.1:{port}",
-        cluster_name=stack.cloud.cluster_name,
-        endpoints=AwsEndpoints(
-            ec2=stack.cloud.ec2.endpoint_url, pricing=stack.cloud.ec2.endpoint_url
-        ),
-        retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
-    )
-    async with serve(settings):
-
-        async def both_running() -> bool:
-            return await running_pods(stack) == 2
-
-        await until(both_running, timeout_seconds=90)
+    async with serve(late_actuator(stack, port)):
+        await until(lambda: _equals(running_pods(stack), 2), timeout_seconds=90)
 
         async def ready() -> bool:
             return await _get(readyz) == (200, "ok")
@@ -294,20 +294,8 @@ async def test_a_scheduler_started_before_its_actuator_waits_for_it_without_a_fa
     await stack.apply_pool(requirements=ON_DEMAND_SMALL)
     await stack.create_pods(2, cpu="500m", memory="512Mi")
     await stack.start_scheduler(actuator_address=f"127.0.0.1:{port}")
-    settings = ActuatorSettings(
-        listen=f"127.0.0.1:{port}",
-        cluster_name=stack.cloud.cluster_name,
-        endpoints=AwsEndpoints(
-            ec2=stack.cloud.ec2.endpoint_url, pricing=stack.cloud.ec2.endpoint_url
-        ),
-        retry=RetryPolicy(max_attempts=3, base_seconds=0.01, max_seconds=0.05),
-    )
-    async with serve(settings):
-
-        async def both_running() -> bool:
-            return await running_pods(stack) == 2
-
-        await until(both_running, timeout_seconds=90)
+    async with serve(late_actuator(stack, port)):
+        await until(lambda: _equals(running_pods(stack), 2), timeout_seconds=90)
     assert await events(stack, "FailedProvisioning") == []
 
 

@@ -431,26 +431,29 @@ async def test_daiku_printer_columns_render_filters_and_escaped_dots(
         assert lines[1][start:].split()[0] == "True", lines
 
 
+def _nodepool(name: str, **spec: Any) -> dict[str, Any]:
+    """A NodePool with an empty template and `spec` beside it."""
+    template = {
+        "spec": {
+            "nodeClassRef": {"group": "daiku.dev", "kind": "EC2NodeClass", "name": "x"},
+            "requirements": [],
+        }
+    }
+    return {
+        "apiVersion": "daiku.dev/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {"template": template, **spec},
+    }
+
+
 async def test_invalid_custom_objects_are_refused(
     kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path
 ) -> None:
     """A NodePool breaking its CRD's schema (an unknown enum value) is refused with 422 Invalid
     and kubectl prints the field."""
     await kubectl("apply", "-f", str(REPO / "deploy" / "crds"))
-    pool = {
-        "apiVersion": "daiku.dev/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "bad"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {"group": "daiku.dev", "kind": "EC2NodeClass", "name": "x"},
-                    "requirements": [],
-                }
-            },
-            "disruption": {"consolidationPolicy": "Sometimes"},
-        },
-    }
+    pool = _nodepool("bad", disruption={"consolidationPolicy": "Sometimes"})
     (tmp_path / "bad.json").write_text(json.dumps(pool))
     refused = await kubectl("apply", "-f", str(tmp_path / "bad.json"), check=False)
     assert refused.returncode != 0
@@ -467,20 +470,7 @@ async def test_a_nodepool_limit_that_is_negative_or_unbounded_is_refused(
     """`limits.cpu: -5` or a twenty-million-digit exponent is refused by the API server with
     422 Invalid naming spec.limits.cpu (the CRD's bounded, non-negative quantity)."""
     await kubectl("apply", "-f", str(REPO / "deploy" / "crds"))
-    pool = {
-        "apiVersion": "daiku.dev/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "unbounded"},
-        "spec": {
-            "limits": {"cpu": cpu},
-            "template": {
-                "spec": {
-                    "nodeClassRef": {"group": "daiku.dev", "kind": "EC2NodeClass", "name": "x"},
-                    "requirements": [],
-                }
-            },
-        },
-    }
+    pool = _nodepool("unbounded", limits={"cpu": cpu})
     (tmp_path / "pool.json").write_text(json.dumps(pool))
     refused = await kubectl("apply", "-f", str(tmp_path / "pool.json"), check=False)
     assert refused.returncode != 0
