@@ -3,7 +3,7 @@
 Starts the EC2 emulator (in this process) and `python -m actuator_svc` with a bearer token (a
 separate process, as in production) on loopback, then sends waves of concurrent LaunchNodeClaim
 calls with large bodies: the 3 MB requests of the issue-13 probe, and bodies at the method's
-limit (1 MiB, every byte an offering: the most objects per byte to parse), each with and
+limit (256 KiB, every byte an offering: the most objects per byte to parse), each with and
 without the token. The actuator's resident memory is sampled every 5 ms during each wave.
 Prints per wave: status codes, peak RSS of the actuator process, and the verdict against the
 Deployment's memory limit (512 MiB).
@@ -122,8 +122,8 @@ async def main(concurrency: int, waves: int) -> None:
     cases = [
         ("3 MB, no token", 3_000_000, False),
         ("3 MB, token", 3_000_000, True),
-        ("1 MiB (the limit), no token", 1024 * 1024 - 16, False),
-        ("1 MiB (the limit), token", 1024 * 1024 - 16, True),
+        ("256 KiB (the limit), no token", 256 * 1024 - 16, False),
+        ("256 KiB (the limit), token", 256 * 1024 - 16, True),
     ]
     async with Ec2Emulator(port=0, region="us-east-1", cluster_name="daiku") as emulator:
         process, address = start_actuator(emulator.endpoint_url)

@@ -30,7 +30,7 @@ ACTUATOR = "/daiku.actuator.v1.Actuator/"
 # its limit) is a few hundred KiB; a call naming a claim is a few hundred bytes. Bigger bodies
 # are refused before they are parsed, so a flood of them costs their bytes, not their objects.
 MAX_REQUEST_BYTES: dict[str, int] = {
-    f"{ACTUATOR}LaunchNodeClaim": 1 * MIB,
+    f"{ACTUATOR}LaunchNodeClaim": 256 * KIB,
     f"{ACTUATOR}ResolveNodeClass": 256 * KIB,
     f"{ACTUATOR}AcknowledgeCloudEvents": 256 * KIB,
     f"{ACTUATOR}ListInstanceTypes": 64 * KIB,

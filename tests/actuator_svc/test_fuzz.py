@@ -230,7 +230,7 @@ async def test_raw_bytes_answer_deliberately(
 
 
 @pytest.mark.parametrize(
-    ("method", "limit"), [("GetNodeClaim", 4 * 1024), ("LaunchNodeClaim", 1024 * 1024)]
+    ("method", "limit"), [("GetNodeClaim", 4 * 1024), ("LaunchNodeClaim", 256 * 1024)]
 )
 async def test_bodies_over_a_methods_limit_are_refused_before_parsing(
     channel: grpc.aio.Channel, method: str, limit: int
