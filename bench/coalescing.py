@@ -18,19 +18,11 @@ import time
 import grpc
 import structlog
 
+from bench.ice_retry import NODE_CLASS
 from bench.request_flood import TOKEN, start_actuator
 from daiku.actuator.v1 import actuator_pb2 as pb
 from daiku.actuator.v1 import actuator_pb2_grpc
 from localcloud.ec2 import Ec2Emulator
-
-NODE_CLASS = pb.NodeClass(
-    name="bench",
-    subnet_selector_terms=[pb.SubnetSelectorTerm(tags={"karpenter.sh/discovery": "daiku"})],
-    security_group_selector_terms=[
-        pb.SecurityGroupSelectorTerm(tags={"karpenter.sh/discovery": "daiku"})
-    ],
-    ami_selector_terms=[pb.AmiSelectorTerm(alias="al2023@latest")],
-)
 
 
 async def main(calls: int) -> None:

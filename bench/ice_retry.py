@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import grpc
 import structlog
@@ -64,14 +64,18 @@ def ice_gaps_ms(calls: Sequence[CreateFleetCall]) -> list[float]:
     return gaps
 
 
-def start_actuator(endpoint_url: str) -> tuple[subprocess.Popen[str], str]:
-    """`python -m actuator_svc` on a free loopback port; returns the process and its address."""
+def start_actuator(
+    endpoint_url: str, settings: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """`python -m actuator_svc` on a free loopback port; returns the process and its address.
+    `settings` (ACTUATOR_* variables) replace this benchmark's own."""
     env = {
         **os.environ,
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
         "ACTUATOR_UNAVAILABLE_OFFERING_TTL_SECONDS": "0.001",
         "ACTUATOR_LOG_LEVEL": "WARNING",
+        **(settings or {}),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "actuator_svc", "--listen", "127.0.0.1:0",

@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -27,6 +25,7 @@ from pathlib import Path
 import grpc
 import structlog
 
+from bench import ice_retry
 from daiku.actuator.v1 import actuator_pb2 as pb
 from localcloud.ec2 import Ec2Emulator
 
@@ -36,25 +35,15 @@ METHOD = "/daiku.actuator.v1.Actuator/LaunchNodeClaim"
 
 
 def start_actuator(endpoint_url: str) -> tuple[subprocess.Popen[str], str]:
-    """`python -m actuator_svc` with a token on a free loopback port."""
-    env = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "ACTUATOR_AUTH_TOKEN": TOKEN,
-        "ACTUATOR_LOG_LEVEL": "ERROR",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "actuator_svc", "--listen", "127.0.0.1:0",
-         "--cluster-name", "daiku", "--ec2-endpoint-url", endpoint_url],
-        stdout=subprocess.PIPE, env=env, text=True,
-    )  # fmt: skip
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("ready "):
-        process.kill()
-        raise SystemExit(f"actuator did not start: {line!r}")
-    return process, line.split()[1]
+    """`python -m actuator_svc` with a token (ICE cache at its default) on loopback."""
+    return ice_retry.start_actuator(
+        endpoint_url,
+        {
+            "ACTUATOR_AUTH_TOKEN": TOKEN,
+            "ACTUATOR_LOG_LEVEL": "ERROR",
+            "ACTUATOR_UNAVAILABLE_OFFERING_TTL_SECONDS": "180",
+        },
+    )
 
 
 def rss_mib(pid: int) -> float:
