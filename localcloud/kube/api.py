@@ -186,6 +186,9 @@ class KubeApi:
         self._clock = clock
         self._closing = False
         self._watchers: set[Any] = set()
+        # every fieldValidation warning served, "PATCH /apis/...: unknown field ..."; tests of
+        # the whole stack assert daiku's own writes produce none
+        self.field_warnings: list[str] = []
 
     def application(self) -> web.Application:
         app = web.Application(
@@ -238,6 +241,8 @@ class KubeApi:
         self, request: web.Request
     ) -> web.StreamResponse:
         path = request.path
+        if len(path) > 1:
+            path = path.rstrip("/")  # kube-apiserver serves `/version/` as `/version`
         if path == "/version":
             return _json_response(discovery.SERVER_VERSION)
         if path in ("/healthz", "/livez", "/readyz"):
@@ -318,14 +323,25 @@ class KubeApi:
         subresource: str | None,
     ) -> web.StreamResponse:
         method = request.method
-        if request.query.get("dryRun") and method != "GET":
-            if request.query["dryRun"] != "All":
-                raise BadRequest(f"unsupported dryRun value {request.query['dryRun']!r}")
-            # the handler awaits only the body before the store call, read it first
-            await request.read()
-            with self.store.dry_run():
-                return await self._serve_now(request, rt, namespace, name, subresource)
-        return await self._serve_now(request, rt, namespace, name, subresource)
+        if method not in ("POST", "PUT", "PATCH"):
+            return await self._serve_now(request, rt, namespace, name, subresource)
+        # the handler awaits only the body before the store call, so the store-wide flags
+        # below hold for this request alone once the body is read
+        await request.read()
+        dry_run = request.query.get("dryRun")
+        if dry_run and dry_run != "All":
+            raise BadRequest(f"unsupported dryRun value {dry_run!r}")
+        mode = request.query.get("fieldValidation") or "Warn"
+        with (
+            self.store.fields.requested(mode) as warnings,
+            self.store.dry_run() if dry_run else contextlib.nullcontext(),
+        ):
+            response = await self._serve_now(request, rt, namespace, name, subresource)
+        self.field_warnings.extend(f"{method} {request.path}: {w}" for w in warnings)
+        for warning in warnings:
+            escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
+            response.headers.add("Warning", f'299 - "{escaped}"')
+        return response
 
     async def _serve_now(  # noqa: PLR0911, PLR0912 - one branch per verb and subresource
         self,

@@ -42,24 +42,35 @@ JsonObject = dict[str, Any]
 _ROOT_FIELDS = ("apiVersion", "kind", "metadata")
 
 
-def apply_structural_schema(obj: JsonObject, schema: JsonObject | None) -> JsonObject:
-    """Prune and default `obj` (a whole custom object) in place by `schema`; returns it."""
+def apply_structural_schema(
+    obj: JsonObject, schema: JsonObject | None, pruned: list[str] | None = None
+) -> JsonObject:
+    """Prune and default `obj` (a whole custom object) in place by `schema`; returns it.
+    The paths of pruned unknown fields are appended to `pruned` when given."""
     if not schema:
         return obj
-    _walk(obj, schema, keep=_ROOT_FIELDS)
+    _walk(obj, schema, "", pruned, keep=_ROOT_FIELDS)
     return obj
 
 
-def _walk(value: Any, schema: JsonObject, keep: tuple[str, ...] = ()) -> Any:
+def _walk(
+    value: Any, schema: JsonObject, path: str, pruned: list[str] | None, keep: tuple[str, ...] = ()
+) -> Any:
     if isinstance(value, dict):
-        _walk_object(value, schema, keep)
+        _walk_object(value, schema, path, pruned, keep)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for item in value:
-            _walk(item, schema["items"])
+        for index, item in enumerate(value):
+            _walk(item, schema["items"], f"{path}[{index}]", pruned)
     return value
 
 
-def _walk_object(value: JsonObject, schema: JsonObject, keep: tuple[str, ...]) -> None:
+def _walk_object(
+    value: JsonObject,
+    schema: JsonObject,
+    path: str,
+    pruned: list[str] | None,
+    keep: tuple[str, ...],
+) -> None:
     properties: JsonObject = schema.get("properties") or {}
     additional = schema.get("additionalProperties")
     preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
@@ -68,20 +79,23 @@ def _walk_object(value: JsonObject, schema: JsonObject, keep: tuple[str, ...]) -
     for key in list(value):
         if key in keep:
             continue
+        child = f"{path}.{key}" if path else key
         sub = properties.get(key)
         if sub is None and isinstance(additional, dict):
             sub = additional
         if sub is None:
             if not preserve and (properties or additional is False or additional is None):
                 del value[key]
+                if pruned is not None:
+                    pruned.append(child)
             continue
         if value[key] is None and not sub.get("nullable"):
             del value[key]
             continue
-        _walk(value[key], sub)
+        _walk(value[key], sub, child, pruned)
     for key, sub in properties.items():
         if key not in value and "default" in sub:
-            value[key] = _walk(copy.deepcopy(sub["default"]), sub)
+            value[key] = _walk(copy.deepcopy(sub["default"]), sub, key, None)
 
 
 @dataclass(frozen=True, slots=True)

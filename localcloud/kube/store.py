@@ -93,6 +93,7 @@ from localcloud.kube.errors import (
     Invalid,
     NotFound,
 )
+from localcloud.kube.fields import FieldValidation
 from localcloud.kube.garbage_collector import FOREGROUND, GarbageCollector
 from localcloud.kube.namespaces import NamespaceLifecycle
 from localcloud.kube.objects import Clock, JsonObject, copy_json, format_timestamp, utc_now
@@ -132,6 +133,8 @@ class Store(ObjectStorage):
         self._namespaces = NamespaceLifecycle(self)
         self._crds = CustomResourceDefinitions(self)
         self._subresources = Subresources(self)
+        # the fieldValidation of the HTTP write being served (see `fields`)
+        self.fields = FieldValidation()
         for resource_type in BUILTIN_RESOURCES:
             self.register(resource_type)
         for name in namespaces:
@@ -158,7 +161,7 @@ class Store(ObjectStorage):
         stored = self._create(self._storage_type(rt), self._to_storage(rt, obj), namespace)
         return self._served(rt, stored, copy=copy)
 
-    def _create(  # noqa: PLR0912, PLR0915 - one step per apiserver admission rule
+    def _create(  # noqa: PLR0912 - one step per apiserver admission rule
         self, rt: ResourceType, body: JsonObject, namespace: str | None
     ) -> JsonObject:
         if not isinstance(body, dict):
@@ -219,15 +222,27 @@ class Store(ObjectStorage):
             meta.pop("generation", None)
         if rt.has_status and not rt.status_on_create:
             obj.pop("status", None)
-        if rt.schema is not None:
-            apply_structural_schema(obj, rt.schema)
-            raise_violations(rt, name_hint(obj), validate(obj, rt.schema))
+        obj = self._checked_fields(rt, obj, None)
         if rt.defaulter is not None:
             rt.defaulter(obj)
         validate_object(rt, obj)
         if rt.key == CRD_KEY:
             self._crds.establish(obj)
         return self._commit(rt, ADDED, obj, None)
+
+    def _checked_fields(
+        self, rt: ResourceType, obj: JsonObject, old: JsonObject | None
+    ) -> JsonObject:
+        """`obj` without unknown fields (reported per the request's fieldValidation), and for
+        custom resources defaulted and validated by the CRD's schema."""
+        if rt.schema is None:
+            return self.fields.check_builtin(rt, obj)
+        pruned: list[str] = []
+        # pruning edits in place: an update works on a private copy, never on stored subtrees
+        obj = apply_structural_schema(obj if old is None else copy_json(obj), rt.schema, pruned)
+        self.fields.report(rt, pruned)
+        raise_violations(rt, name_hint(obj), validate(obj, rt.schema, old))
+        return obj
 
     # ----------------------------------------------------------------- update
 
@@ -309,11 +324,8 @@ class Store(ObjectStorage):
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if subresource != "status" and rt.defaulter is not None and rt.key != "v1/pods":
             rt.defaulter(new)
-        if rt.schema is not None:
-            # pruning edits in place: work on a private copy, never on shared stored subtrees
-            new = apply_structural_schema(copy_json(new), rt.schema)
-            meta = new["metadata"]
-            raise_violations(rt, name, validate(new, rt.schema, old))
+        new = self._checked_fields(rt, new, old)
+        meta = new["metadata"]
         validate_object(rt, new)
         if subresource is None:
             check_immutable(rt, new, old)

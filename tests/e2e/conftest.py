@@ -362,10 +362,15 @@ async def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
 async def stack(shared_stack: Stack) -> AsyncIterator[Stack]:
     """The shared stack, emptied after the test: schedulers stopped, every object the test
     made deleted, instances terminated, capacity and faults reset; the test fails if a
-    scheduler or actuator task crashed while it ran."""
+    scheduler or actuator task crashed while it ran, or when any of daiku's writes carried a
+    field its kind does not declare (the API server's fieldValidation warnings; a real
+    cluster under kubectl's Strict default refuses them)."""
     shared_stack.crash_watch.start(asyncio.get_running_loop())
     yield shared_stack
     await shared_stack.reset()
+    warnings = shared_stack.cloud.kube.api.field_warnings
+    unknown_fields, warnings[:] = list(warnings), []
+    assert not unknown_fields, f"daiku wrote fields the API does not declare: {unknown_fields}"
 
 
 def pods_running(names: list[str]) -> Callable[[dict[str, Any]], bool]:
