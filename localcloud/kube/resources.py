@@ -7,6 +7,8 @@ CustomResourceDefinition into one ResourceType per served version.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,6 +177,26 @@ def _default_daemonset(daemonset: JsonObject) -> None:
         }
     spec.setdefault("revisionHistoryLimit", 10)
     _default_template(spec)
+
+
+def _default_secret(secret: JsonObject) -> None:
+    """Merge `stringData` into `data`, default `type` to Opaque, refuse non-base64 data."""
+    secret.setdefault("type", "Opaque")
+    data = secret.get("data") or {}
+    for key, value in data.items():
+        try:
+            base64.b64decode(str(value), validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest(
+                f'Secret in version "v1" cannot be handled as a Secret: illegal base64 data '
+                f"in data[{key}]"
+            ) from None
+    string_data = secret.pop("stringData", None) or {}
+    if string_data:
+        secret["data"] = {
+            **data,
+            **{k: base64.b64encode(str(v).encode()).decode() for k, v in string_data.items()},
+        }
 
 
 def _default_namespace(namespace: JsonObject) -> None:
@@ -369,6 +391,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         field_labels=("type",),
         has_status=False,
         has_generation=False,
+        defaulter=_default_secret,
     ),
     ResourceType(
         "",

@@ -104,6 +104,7 @@ class Violation:
 
     path: str
     message: str
+    reason: str = "FieldValueInvalid"  # as details.causes names it
 
 
 def _json_schema(node: Any) -> Any:

@@ -326,9 +326,9 @@ class Store(ObjectStorage):
             rt.defaulter(new)
         new = self._checked_fields(rt, new, old)
         meta = new["metadata"]
-        validate_object(rt, new)
         if subresource is None:
             check_immutable(rt, new, old)
+        validate_object(rt, new, old)
         if new == old:
             return old
         if rt.has_generation and spec_of(rt, new) != spec_of(rt, old):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from localcloud.kube import builtin_rules
 from localcloud.kube.errors import Invalid
 from localcloud.kube.objects import JsonObject
 from localcloud.kube.resources import ResourceType
@@ -26,8 +27,9 @@ def validate_name(rt: ResourceType, name: str) -> None:
         )
 
 
-def validate_object(rt: ResourceType, obj: JsonObject) -> None:
-    """The apiserver's metadata and pod checks that every create and update passes."""
+def validate_object(rt: ResourceType, obj: JsonObject, old: JsonObject | None = None) -> None:
+    """The apiserver's metadata checks and built-in rules that every create and update
+    (replacing `old`) passes."""
     name = obj["metadata"]["name"]
     for key, value in (obj["metadata"].get("labels") or {}).items():
         if not isinstance(value, str):
@@ -52,6 +54,7 @@ def validate_object(rt: ResourceType, obj: JsonObject) -> None:
             kind="Pod",
             name=name,
         )
+    raise_violations(rt, name, builtin_rules.violations(rt, obj, old))
 
 
 # What a pod update may change in spec (k8s.io/kubernetes ValidatePodUpdate).
@@ -117,10 +120,7 @@ def raise_violations(rt: ResourceType, name: str, violations: list[Violation]) -
         kind=rt.kind,
         name=name,
         group=rt.group,
-        causes=[
-            {"reason": "FieldValueInvalid", "message": v.message, "field": v.path}
-            for v in violations
-        ],
+        causes=[{"reason": v.reason, "message": v.message, "field": v.path} for v in violations],
     )
 
 

@@ -254,7 +254,13 @@ async def test_drain_evicts_and_respects_pod_disruption_budget(
         "replicasets",
         {
             "metadata": {"name": "web"},
-            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {}},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+                },
+            },
         },
         "default",
     )
