@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any, Final
 
 from localcloud.kube.objects import JsonObject
@@ -58,7 +59,12 @@ def parse_quantity(text: Any) -> Decimal | None:
         return None
     if isinstance(text, int | float):
         return Decimal(str(text))
-    match = _QUANTITY.match(str(text))
+    return _parse_quantity_text(str(text))
+
+
+@lru_cache(maxsize=4096)  # every pod write checks a handful of quantities, mostly the same
+def _parse_quantity_text(text: str) -> Decimal | None:
+    match = _QUANTITY.match(text)
     if match is None:
         return None
     number, suffix = match.groups()
@@ -74,14 +80,16 @@ def parse_quantity(text: Any) -> Decimal | None:
 
 def violations(rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> list[Violation]:
     """Every rule `obj` (replacing `old` on an update) breaks."""
-    found = list(_finalizers(obj, old))
-    spec_unchanged = old is not None and obj.get("spec") == old.get("spec")
-    if rt.key == "v1/pods" and not spec_unchanged:
-        found += _pod_spec(obj.get("spec") or {}, "spec")
-    elif rt.key in _WORKLOADS and not spec_unchanged:
-        found += _workload(obj)
-    elif rt.key in ("v1/configmaps", "v1/secrets"):
-        found += _config(rt, obj, old)
+    found = [] if old is None else list(_finalizers(obj, old))
+    key = rt.key
+    if key == "v1/pods":
+        if old is None or obj.get("spec") != old.get("spec"):
+            found.extend(_pod_spec(obj.get("spec") or {}, "spec"))
+    elif key in _WORKLOADS:
+        if old is None or obj.get("spec") != old.get("spec"):
+            found.extend(_workload(obj))
+    elif key in ("v1/configmaps", "v1/secrets"):
+        found.extend(_config(rt, obj, old))
     return found
 
 
@@ -103,8 +111,29 @@ def _finalizers(obj: JsonObject, old: JsonObject | None) -> Iterator[Violation]:
 def _pod_spec(spec: JsonObject, path: str) -> Iterator[Violation]:
     for field in ("initContainers", "containers"):
         for index, container in enumerate(spec.get(field) or []):
-            if isinstance(container, dict):
-                yield from _resources(container.get("resources") or {}, f"{path}.{field}[{index}]")
+            if not isinstance(container, dict):
+                continue
+            resources = container.get("resources")
+            if resources and not _resources_sound(resources):
+                yield from _resources(resources, f"{path}.{field}[{index}]")
+
+
+def _resources_sound(resources: JsonObject) -> bool:
+    """The fast path of every pod write: requests only (no limits to compare against), each a
+    quantity seen before and found sound."""
+    if resources.get("limits"):
+        return False
+    for raw in (resources.get("requests") or {}).values():
+        if _SOUND_QUANTITIES.get(raw) is not True:
+            value = parse_quantity(raw)
+            if value is None or value < 0:
+                return False
+            if isinstance(raw, str) and len(_SOUND_QUANTITIES) < 4096:
+                _SOUND_QUANTITIES[raw] = True
+    return True
+
+
+_SOUND_QUANTITIES: dict[Any, bool] = {}
 
 
 def _resources(resources: JsonObject, path: str) -> Iterator[Violation]:
