@@ -2,7 +2,8 @@
 
 Prints one line containing `ready` (with the role and the bound health/metrics ports) once the
 cluster is mirrored and the first leader-election attempt is done. Flags and SCHEDULER_* env:
-`--help`. Exit code 2 on a bad setting, 0 on a clean shutdown.
+`--help`. Exit code 2 on a bad setting, 1 when a controller crashed (logged with its exception;
+Kubernetes restarts the pod), 0 on a clean shutdown.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 
 import structlog
 
-from scheduler_svc.service import SchedulerService
+from scheduler_svc.service import ControllerCrashedError, SchedulerService
 from scheduler_svc.settings import SchedulerSettings, SettingsError, load_settings
 
 
@@ -59,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m scheduler_svc: {error}", file=sys.stderr)  # noqa: T201
         return 2
     configure_logging(settings.log_level, settings.log_format)
-    asyncio.run(_main(settings))
+    try:
+        asyncio.run(_main(settings))
+    except ControllerCrashedError:
+        return 1  # already logged with the exception by the service's crash watch
     return 0
 
 

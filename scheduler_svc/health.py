@@ -1,7 +1,8 @@
 """`/healthz`, `/readyz` and `/metrics` over HTTP (aiohttp), on the ports the settings name.
 
-/healthz answers 200 while the event loop runs (a wedged loop answers nothing, and the probe
-fails). /readyz answers 200 once the mirror is synced (leader or standby: a standby is ready to
+/healthz answers 200 while the event loop runs and no controller has crashed (a wedged loop
+answers nothing; a crashed controller answers 503 naming it until the process exits).
+/readyz answers 200 once the mirror is synced (leader or standby: a standby is ready to
 take over) and the actuator answers its gRPC health check as SERVING; 503 otherwise, with the
 reason (`kubectl describe pod` then shows why the scheduler cannot work). Liveness never depends
 on the actuator: restarting the scheduler would not bring the actuator back.
@@ -13,8 +14,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+log = structlog.get_logger("scheduler_svc")
 
 
 class HttpEndpoint:
@@ -68,10 +72,39 @@ class ActuatorProbe:
             await self._sleep(self._interval_seconds)
 
 
-def health_app(is_ready: Callable[[], str | None]) -> web.Application:
-    """`is_ready` returns None when ready, else the reason it is not."""
+class CrashWatch:
+    """Notices the first long-lived task (a controller's loop, the watches) that ends with an
+    exception: `reason` names it for /healthz and `crashed` wakes the service to exit.
+
+    Controllers catch what one object or one call can throw; what escapes is a bug, and the
+    process exits so Kubernetes restarts it with its own backoff (decision 0008)."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.error: BaseException | None = None
+        self.crashed = asyncio.Event()
+
+    def watch(self, task: asyncio.Task[object]) -> None:
+        task.add_done_callback(self._on_done)
+
+    def _on_done(self, task: asyncio.Task[object]) -> None:
+        if task.cancelled() or task.exception() is None or self.error is not None:
+            return
+        self.error = task.exception()
+        self.reason = f"controller {task.get_name()} crashed: {self.error!r}"
+        log.error("controller_crashed", controller=task.get_name(), exc_info=self.error)
+        self.crashed.set()
+
+
+def health_app(
+    is_ready: Callable[[], str | None], is_alive: Callable[[], str | None] = lambda: None
+) -> web.Application:
+    """`is_ready` and `is_alive` return None when ready (alive), else the reason it is not."""
 
     async def healthz(_: web.Request) -> web.Response:
+        reason = is_alive()
+        if reason is not None:
+            return web.Response(status=503, text=reason)
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import structlog
 
@@ -25,7 +26,13 @@ from scheduler_svc.actuator_client import ActuatorClient, TlsFiles
 from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.disruption import DisruptionController, DisruptionControllerSettings
 from scheduler_svc.disruption.snapshot import catalog_instance_types
-from scheduler_svc.health import ActuatorProbe, HttpEndpoint, health_app, metrics_app
+from scheduler_svc.health import (
+    ActuatorProbe,
+    CrashWatch,
+    HttpEndpoint,
+    health_app,
+    metrics_app,
+)
 from scheduler_svc.kube.client import KubeApiClient, new_api_client
 from scheduler_svc.kube.leader_election import LeaderElector
 from scheduler_svc.kube.objects import KubeObjects
@@ -45,6 +52,11 @@ from scheduler_svc.settings import SchedulerSettings
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
 
 log = structlog.get_logger("scheduler_svc")
+
+
+class ControllerCrashedError(RuntimeError):
+    """A controller's loop ended with an exception; the process exits non-zero so Kubernetes
+    restarts it (decision 0008: a restart resumes from the API server's state)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,7 @@ class SchedulerService:
         self._api: KubeApiClient | None = None
         self._actuator: ActuatorClient | None = None
         self._actuator_probe: ActuatorProbe | None = None
+        self.crashes = CrashWatch()
 
     def _host(self) -> str:
         if self.options.host is not None:
@@ -157,7 +170,9 @@ class SchedulerService:
             # Port 0 turns an endpoint off (settings' contract).
             if settings.health_port:
                 health = HttpEndpoint(
-                    health_app(self._readiness), host=self._host(), port=settings.health_port
+                    health_app(self._readiness, lambda: self.crashes.reason),
+                    host=self._host(),
+                    port=settings.health_port,
                 )
                 await health.start()
                 endpoints.append(health)
@@ -175,16 +190,22 @@ class SchedulerService:
             self.mirror.add_listener(self._on_change)
             watches = self.mirror.watches(self._api, settings=self.options.watch)
             tasks.append(asyncio.create_task(run_watches(watches), name="watches"))
+            self.crashes.watch(tasks[-1])
             stopping = asyncio.create_task(stop.wait())
+            crashed = asyncio.create_task(self.crashes.crashed.wait())
             synced = asyncio.create_task(self.mirror.wait_synced())
-            await asyncio.wait({stopping, synced}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({stopping, crashed, synced}, return_when=asyncio.FIRST_COMPLETED)
             synced.cancel()
-            if stop.is_set():
-                return
-            log.info("scheduler_synced")
-            tasks.append(asyncio.create_task(self._campaign(), name="campaign"))
-            await self._announce(on_ready, stop)
-            await stopping
+            if not stop.is_set() and not self.crashes.crashed.is_set():
+                log.info("scheduler_synced")
+                tasks.append(asyncio.create_task(self._campaign(), name="campaign"))
+                self.crashes.watch(tasks[-1])
+                await self._announce(on_ready, stop)
+                await asyncio.wait({stopping, crashed}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            crashed.cancel()
+            if self.crashes.error is not None:
+                raise ControllerCrashedError(self.crashes.reason) from self.crashes.error
         finally:
             await self._shutdown(tasks, endpoints)
 
@@ -307,19 +328,25 @@ class SchedulerService:
         self.metrics.is_leader.set(1)
         log.info("scheduler_leading")
         try:
+            # A crash is noticed per controller here: the leader elector swallows what its work
+            # raises (it only re-campaigns), which would leave a live process doing nothing.
             async with asyncio.TaskGroup() as group:
-                group.create_task(self.provisioner.run(), name="provisioner")
-                group.create_task(self.lifecycle.run(), name="lifecycle")
-                if self.interruption is not None:
-                    group.create_task(self.interruption.run(), name="interruption")
-                if self.disruption is not None:
-                    group.create_task(self.disruption.run(), name="disruption")
-                if self.nodeclass_status is not None:
-                    group.create_task(self.nodeclass_status.run(), name="nodeclass_status")
+                for name, loop in self._controller_loops():
+                    self.crashes.watch(group.create_task(loop, name=name))
         finally:
             self._leading = False
             await self.provisioner.close()
             await self.lifecycle.close()
+
+    def _controller_loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        controllers = {
+            "provisioner": self.provisioner,
+            "lifecycle": self.lifecycle,
+            "interruption": self.interruption,
+            "disruption": self.disruption,
+            "nodeclass_status": self.nodeclass_status,
+        }
+        return [(name, each.run()) for name, each in controllers.items() if each is not None]
 
     async def _shutdown(
         self, tasks: list[asyncio.Task[object]], endpoints: list[HttpEndpoint]
