@@ -347,8 +347,8 @@ def main() -> None:
     meter = Meter(traced=False)
     print(f"{'bare interpreter':<48} RSS {meter.start_rss:7.1f} MB")
     import scheduler_svc.service  # noqa: F401 - measured
+    from scheduler_svc.kube.events import ObjectEvent, Synced
     from scheduler_svc.kube.resources import NODE_CLAIMS, NODES, PODS
-    from scheduler_svc.kube.watch import ObjectEvent, Synced
     from scheduler_svc.state.cluster import ClusterMirror, is_provisionable_pod
     from scheduler_svc.state.core_snapshot import CoreSnapshotter
 

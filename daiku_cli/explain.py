@@ -35,9 +35,9 @@ from scheduler_svc.core.disruption import NodeExplanation, explain_node
 from scheduler_svc.disruption.snapshot import build_snapshot
 from scheduler_svc.errors import KubeApiError
 from scheduler_svc.kube.client import new_api_client
+from scheduler_svc.kube.events import Synced
 from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.resources import PODS, KubeObject, Resource, resource_version_of
-from scheduler_svc.kube.watch import Synced
 from scheduler_svc.kube.writer import parse_timestamp, utc_now
 from scheduler_svc.state.cluster import ClusterMirror, pod_node_name
 from scheduler_svc.state.core_snapshot import CoreSnapshotter

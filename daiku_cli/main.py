@@ -1,12 +1,46 @@
 """The `daiku` command: one Typer app; each subcommand lives in its own module.
 
-Subcommand modules register themselves here with one line each, so that adding a command
-never touches another command's module.
+Subcommand modules register themselves on `app` (``@app.command`` or ``app.add_typer``), so
+adding a command never touches another command's module. They are imported only when their
+command runs (or when help lists them): `daiku plan` must not pay for moto, aiohttp and gRPC,
+which other commands need, before it reads a single manifest.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import typer
+
+# Typer vendors its own Click; overriding its group's methods takes its Context and Command.
+from typer import _click as click
+from typer.core import TyperGroup
+
+# Subcommand name -> the module that registers it on `app` (keep alphabetical).
+SUBCOMMAND_MODULES: dict[str, str] = {
+    "catalog": "daiku_cli.catalog",
+    "convert": "daiku_cli.convert",
+    "explain": "daiku_cli.explain",
+    "plan": "daiku_cli.plan",
+    "up": "daiku_cli.up",
+}
+
+
+class LazyCommandGroup(TyperGroup):
+    """The root group: imports a subcommand's module the first time that command is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(SUBCOMMAND_MODULES) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in SUBCOMMAND_MODULES:
+            importlib.import_module(SUBCOMMAND_MODULES[cmd_name])
+            # The module registered on `app`; rebuild the Click group from it to get the command.
+            registered = typer.main.get_group(app).commands.get(cmd_name)
+            if registered is not None:
+                self.add_command(registered, cmd_name)
+        return self.commands.get(cmd_name)
+
 
 app = typer.Typer(
     name="daiku",
@@ -14,17 +48,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=LazyCommandGroup,
 )
 
 
 @app.callback()
 def main() -> None:
     """daiku (大工): a just-in-time node autoscaler for Kubernetes on AWS."""
-
-
-# Subcommand registrations (one line each; keep alphabetical):
-from daiku_cli import catalog as _catalog  # noqa: E402, F401  (daiku catalog)
-from daiku_cli import convert as _convert  # noqa: E402, F401  (daiku convert)
-from daiku_cli import explain as _explain  # noqa: E402, F401  (daiku explain)
-from daiku_cli import plan as _plan  # noqa: E402, F401  (daiku plan)
-from daiku_cli import up as _up  # noqa: E402, F401  (daiku up)

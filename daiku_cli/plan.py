@@ -49,6 +49,7 @@ from scheduler_svc.kube.convert import (
     template_pod_from_k8s,
     volume_zones_of,
 )
+from scheduler_svc.kube.events import ObjectEvent
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     NODE_CLAIMS,
@@ -59,7 +60,6 @@ from scheduler_svc.kube.resources import (
     PODS,
     Resource,
 )
-from scheduler_svc.kube.watch import ObjectEvent
 from scheduler_svc.state.cluster import ClusterMirror, is_pending_pod
 from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
 

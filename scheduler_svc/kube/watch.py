@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
@@ -35,35 +35,19 @@ import aiohttp
 import structlog
 
 from scheduler_svc.kube.client import KubeApiClient
+from scheduler_svc.kube.events import (
+    EventType,
+    ObjectEvent,
+    Sleep,
+    Synced,
+    WatchEvent,
+    WatchHandler,
+)
 from scheduler_svc.kube.resources import KubeObject, Resource, resource_version_of
 
 log = structlog.get_logger(__name__)
 
-EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 _OBJECT_EVENT_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})
-
-
-@dataclass(frozen=True, slots=True)
-class Synced:
-    """Every object of `resource` as of `resource_version`: replace what you held with these."""
-
-    resource: Resource
-    objects: tuple[KubeObject, ...]
-    resource_version: str
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectEvent:
-    """One object added, modified or deleted (for DELETED, its last state)."""
-
-    resource: Resource
-    type: EventType
-    object: KubeObject
-
-
-WatchEvent = Synced | ObjectEvent
-WatchHandler = Callable[[WatchEvent], None]
-Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from scheduler_svc.errors import KubeConflictError, KubeInvalidError, KubeNotFoundError
-from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
@@ -24,6 +23,9 @@ from scheduler_svc.kube.resources import (
     KubeObject,
     Resource,
 )
+
+if TYPE_CHECKING:  # only annotations: the pure helpers here must not pull in aiohttp
+    from scheduler_svc.kube.objects import KubeObjects
 
 TERMINATION_FINALIZER = "daiku.dev/termination"
 UNREGISTERED_TAINT_KEY = "daiku.dev/unregistered"

@@ -17,12 +17,11 @@ import asyncio
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
-
-from scheduler_svc.kube.client import KubeApiClient
+from scheduler_svc.kube.events import EventType, ObjectEvent, Sleep, Synced, WatchEvent
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     EC2_NODE_CLASSES,
@@ -39,17 +38,20 @@ from scheduler_svc.kube.resources import (
     resource_version_of,
 )
 from scheduler_svc.kube.slim import SLIMMERS
-from scheduler_svc.kube.watch import (
-    EventType,
-    ObjectEvent,
-    ResourceWatch,
-    Sleep,
-    Synced,
-    WatchEvent,
-    WatchSettings,
-)
 
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    from scheduler_svc.kube.client import KubeApiClient
+    from scheduler_svc.kube.watch import ResourceWatch, WatchSettings
+
+
+@cache
+def _log() -> Any:
+    # Imported on first use: structlog (with rich behind it) takes ~0.4 s to import, and
+    # `daiku plan` fills a mirror from manifests without ever logging or watching.
+    import structlog
+
+    return structlog.get_logger(__name__)
+
 
 MIRRORED_RESOURCES: tuple[Resource, ...] = (
     PODS,
@@ -285,7 +287,7 @@ class ClusterMirror:
         try:
             key = object_key(event.object)
         except ValueError as error:
-            log.warning("mirror_object_invalid", resource=str(event.resource), error=str(error))
+            _log().warning("mirror_object_invalid", resource=str(event.resource), error=str(error))
             return
         store.resource_version = resource_version_of(event.object) or store.resource_version
         if event.type == "DELETED":
@@ -304,7 +306,9 @@ class ClusterMirror:
             try:
                 incoming[object_key(obj)] = obj
             except ValueError as error:
-                log.warning("mirror_object_invalid", resource=str(event.resource), error=str(error))
+                _log().warning(
+                    "mirror_object_invalid", resource=str(event.resource), error=str(error)
+                )
         changes: list[Change] = []
         for key in [k for k in store.objects if k not in incoming]:
             old = store.remove(key)
@@ -320,7 +324,7 @@ class ClusterMirror:
         store.resource_version = event.resource_version
         first_sync = not store.synced
         store.synced = True
-        log.info(
+        _log().info(
             "mirror_synced",
             resource=str(event.resource),
             objects=len(store.objects),
@@ -340,7 +344,7 @@ class ClusterMirror:
             try:
                 listener(change)
             except Exception:
-                log.exception(
+                _log().exception(
                     "mirror_listener_failed", resource=str(change.resource), key=change.key
                 )
 
@@ -436,6 +440,8 @@ class ClusterMirror:
         """One ResourceWatch per mirrored resource, each feeding this mirror (objects are
         trimmed by the watch as they are decoded). Run them with
         `scheduler_svc.kube.watch.run_watches`."""
+        from scheduler_svc.kube.watch import ResourceWatch  # aiohttp: only when really watching
+
         return [
             ResourceWatch(
                 api,

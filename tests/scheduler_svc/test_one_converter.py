@@ -15,6 +15,7 @@ from daiku_cli.main import app
 from daiku_cli.plan import build_input, instance_types_from_document
 from scheduler_svc.core import SchedulingInput, solve
 from scheduler_svc.disruption.snapshot import build_snapshot
+from scheduler_svc.kube.events import ObjectEvent
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     NODE_CLAIMS,
@@ -23,7 +24,6 @@ from scheduler_svc.kube.resources import (
     PODS,
     Resource,
 )
-from scheduler_svc.kube.watch import ObjectEvent
 from scheduler_svc.state.cluster import ClusterMirror, is_provisionable_pod
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
 

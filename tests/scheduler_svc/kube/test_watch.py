@@ -12,15 +12,9 @@ import pytest
 import yaml
 
 from scheduler_svc.kube.client import KubeApiClient, api_client_from_kubeconfig
+from scheduler_svc.kube.events import ObjectEvent, Synced, WatchEvent
 from scheduler_svc.kube.resources import PODS
-from scheduler_svc.kube.watch import (
-    Backoff,
-    ObjectEvent,
-    ResourceWatch,
-    Synced,
-    WatchEvent,
-    WatchSettings,
-)
+from scheduler_svc.kube.watch import Backoff, ResourceWatch, WatchSettings
 from tests.polling import until
 from tests.scheduler_svc.kube.apiserver_double import ApiServerDouble
 

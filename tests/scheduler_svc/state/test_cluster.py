@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from scheduler_svc.kube.client import KubeApiClient, api_client_from_kubeconfig
+from scheduler_svc.kube.events import ObjectEvent, Synced
 from scheduler_svc.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES, PODS, Resource
-from scheduler_svc.kube.watch import ObjectEvent, ResourceWatch, Synced, WatchSettings
+from scheduler_svc.kube.watch import ResourceWatch, WatchSettings
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
 from tests.polling import until
 from tests.scheduler_svc.kube.apiserver_double import ApiServerDouble

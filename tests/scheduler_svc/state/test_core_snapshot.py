@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler_svc.kube.events import ObjectEvent, Synced
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     NODE_CLAIMS,
@@ -13,7 +14,6 @@ from scheduler_svc.kube.resources import (
     PERSISTENT_VOLUMES,
     PODS,
 )
-from scheduler_svc.kube.watch import ObjectEvent, Synced
 from scheduler_svc.state.cluster import MIRRORED_RESOURCES, ClusterMirror
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
 
