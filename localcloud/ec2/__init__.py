@@ -33,8 +33,32 @@ Another process: ``python -m localcloud.ec2 --port N [--region R] [--cluster-nam
   clears them
 """
 
-from localcloud.ec2.app import ADMIN_PREFIX, CreateFleetCall
-from localcloud.ec2.capacity import PoolKey
-from localcloud.ec2.emulator import Ec2Emulator, eks_ami_name
+# The names below are re-exported lazily: `daiku plan` and `daiku catalog` read the bundled
+# catalog from `localcloud.ec2.instance_types` and must not import moto to do so.
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from localcloud.ec2.app import ADMIN_PREFIX, CreateFleetCall
+    from localcloud.ec2.capacity import PoolKey
+    from localcloud.ec2.emulator import Ec2Emulator, eks_ami_name
+
+_MODULE_OF: dict[str, str] = {
+    "ADMIN_PREFIX": "app",
+    "CreateFleetCall": "app",
+    "PoolKey": "capacity",
+    "Ec2Emulator": "emulator",
+    "eks_ami_name": "emulator",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = ["ADMIN_PREFIX", "CreateFleetCall", "Ec2Emulator", "PoolKey", "eks_ami_name"]
