@@ -11,6 +11,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
+from daiku_cli.exit_codes import INCOMPLETE
 from daiku_cli.main import app
 
 from .test_plan import deployment, nodepool, plan_json, write
@@ -250,14 +251,14 @@ def test_daemonset_host_port_refuses_new_nodes_and_explain_names_it(tmp_path: Pa
     taken by DaemonSet node-exporter."""
     manifests = write(tmp_path, "m.yaml", nodepool(), NODE_EXPORTER, _binds_9100())
 
-    plan = plan_json("-f", str(manifests))
+    plan = plan_json("-f", str(manifests), exit_code=INCOMPLETE)
     explained = CliRunner().invoke(
         app, ["plan", "-f", str(manifests), "--explain", "default/metrics-0"]
     )
 
     assert plan["nodeClaims"] == []
     assert [u["pod"] for u in plan["unschedulable"]] == ["default/metrics-0"]
-    assert explained.exit_code == 0, explained.output
+    assert explained.exit_code == INCOMPLETE, explained.output
     assert "hostPort 9100/TCP taken by DaemonSet node-exporter" in explained.stdout
 
 
@@ -295,7 +296,7 @@ def test_spread_counts_a_tainted_pools_zone_by_default(tmp_path: Path) -> None:
         deployment("web", 3, {"cpu": "500m"}, topologySpreadConstraints=spread),
     )
 
-    plan = plan_json("-f", str(manifests))
+    plan = plan_json("-f", str(manifests), exit_code=INCOMPLETE)
 
     assert sum(len(c["pods"]) for c in plan["nodeClaims"]) == 1
     assert len(plan["unschedulable"]) == 2
