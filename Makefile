@@ -17,7 +17,7 @@ up: setup         ## daiku's main job on the embedded defaults (local cluster + 
 	$(RUN) daiku up
 
 test: setup gen-check lint lint-deploy   ## the whole suite, as CI runs it
-	$(RUN) pytest
+	$(RUN) pytest --durations=25
 
 test-fast: setup  ## the suite without the whole-stack (e2e) tests
 	$(RUN) pytest tests -m "not e2e" -q
