@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import ipaddress
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,6 +156,56 @@ def _health_only_server(
     return server, server.add_insecure_port(address)
 
 
+CATALOG_RETRY_FIRST_SECONDS = 1.0
+CATALOG_RETRY_MAX_SECONDS = 30.0
+
+
+async def _prefetch(catalog: Catalog) -> bool:
+    try:
+        await catalog.refresh(force=True)
+    except CloudError as exc:
+        log.warning("catalog_prefetch_failed", error=str(exc))
+        return False
+    return True
+
+
+async def _set_health(servicer: health.aio.HealthServicer, status: int) -> None:
+    for name in ("", SERVICE_NAME):
+        await servicer.set(name, status)
+
+
+async def _load_then_serve(
+    catalog: Catalog,
+    servicer: health.aio.HealthServicer,
+    sleep: Callable[[float], Awaitable[None]],
+) -> None:
+    """Retry the catalog with exponential backoff (1 s doubling to 30 s), then say SERVING."""
+    delay_seconds = CATALOG_RETRY_FIRST_SECONDS
+    while True:
+        await sleep(delay_seconds)
+        if await _prefetch(catalog):
+            log.info("catalog_loaded")
+            await _set_health(servicer, health_pb2.HealthCheckResponse.SERVING)
+            return
+        delay_seconds = min(delay_seconds * 2, CATALOG_RETRY_MAX_SECONDS)
+
+
+async def _serve_once_loaded(
+    catalog: Catalog,
+    loaded: bool,
+    servicer: health.aio.HealthServicer,
+    sleep: Callable[[float], Awaitable[None]],
+) -> asyncio.Task[None] | None:
+    """SERVING only with a catalog: a caller that waits for it (the scheduler, `daiku up`) then
+    gets ListInstanceTypes answered at once instead of hitting a deadline on a slow EC2. Not
+    loaded yet: NOT_SERVING, and the task that retries the load and then says SERVING."""
+    if loaded:
+        await _set_health(servicer, health_pb2.HealthCheckResponse.SERVING)
+        return None
+    await _set_health(servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
+    return asyncio.create_task(_load_then_serve(catalog, servicer, sleep))
+
+
 @contextlib.asynccontextmanager
 async def serve(
     settings: ActuatorSettings,
@@ -164,6 +214,7 @@ async def serve(
     clock: Callable[[], float] = time.time,
     metrics: ActuatorMetrics | None = None,
     grace_seconds: float = 5.0,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[RunningActuator]:
     """Serve until the context exits, then stop gracefully (in-flight calls get `grace`).
 
@@ -180,10 +231,7 @@ async def serve(
         unavailable = UnavailableOfferings(settings.unavailable_offering_ttl_seconds)
         metrics.track_unavailable_offerings(lambda: len(unavailable.active(clock())))
         catalog = Catalog(cloud, region=settings.region, unavailable=unavailable, clock=clock)
-        try:
-            await catalog.refresh(force=True)
-        except CloudError as exc:  # serve anyway; the catalog is fetched again on first use
-            log.warning("catalog_prefetch_failed", error=str(exc))
+        catalog_loaded = await _prefetch(catalog)
         cluster = ClusterEndpoint(
             name=settings.cluster_name,
             api_server_endpoint=settings.cluster_endpoint,
@@ -259,8 +307,7 @@ async def serve(
         await server.start()
         if health_server is not None:
             await health_server.start()
-        for name in ("", SERVICE_NAME):
-            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        loading = await _serve_once_loaded(catalog, catalog_loaded, health_servicer, sleep)
         running = RunningActuator(
             server=server,
             address=f"{host}:{port}",
@@ -271,7 +318,7 @@ async def serve(
             health_port=health_port,
         )
         loops = [catalog.run(), templates.run(), *([feed.run()] if feed else [])]
-        tasks = [asyncio.create_task(loop) for loop in loops]
+        tasks = [asyncio.create_task(loop) for loop in loops] + ([loading] if loading else [])
         try:
             yield running
         finally:

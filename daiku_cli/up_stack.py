@@ -14,11 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-
-from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
 from daiku_cli.processes import ManagedProcess, start_module
 from daiku_cli.scenario.observe import PriceBook
+from scheduler_svc.actuator_client import ActuatorClient, ActuatorDeadlines
 
 INTERRUPTION_QUEUE = "daiku-interruption"
 
@@ -189,16 +187,21 @@ async def start_scheduler(stack: Stack, extra_args: list[str] | None = None) -> 
     stack.scheduler = stack.add(process)
 
 
-async def price_book(actuator_address: str, timeout_seconds: float = 30.0) -> PriceBook:
-    """Every offering's price as the actuator reports it (what the scheduler chose from)."""
-    async with grpc.aio.insecure_channel(actuator_address) as channel:
-        stub = actuator_pb2_grpc.ActuatorStub(channel)
-        response = await stub.ListInstanceTypes(
-            actuator_pb2.ListInstanceTypesRequest(), timeout=timeout_seconds
-        )
+async def price_book(
+    actuator_address: str, timeout_seconds: float = 30.0, serving_wait_seconds: float = 60.0
+) -> PriceBook:
+    """Every offering's price as the actuator reports it (what the scheduler chose from).
+
+    Waits first (at most `serving_wait_seconds`) for the actuator's health to say SERVING,
+    which it does once its catalog is loaded: started next to a slow EC2, its first catalog
+    fetch may fail and be retried, and a list asked meanwhile would hit its deadline."""
+    deadlines = ActuatorDeadlines(list_instance_types_seconds=timeout_seconds)
+    async with ActuatorClient.connect(actuator_address, deadlines=deadlines) as actuator:
+        await actuator.wait_until_serving(serving_wait_seconds)  # else the list reports why
+        instance_types = await actuator.list_instance_types()
     return {
-        (o.instance_type, o.zone, o.capacity_type): o.price
-        for t in response.instance_types
+        (t.name, o.zone, o.capacity_type): o.price_per_hour
+        for t in instance_types
         for o in t.offerings
     }
 

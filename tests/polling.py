@@ -26,3 +26,18 @@ async def until(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout_seconds}s (last: {result!r})")
         await asyncio.sleep(interval_seconds)
+
+
+class SteppedSleep:
+    """A sleep that records each delay and returns only when the test steps it."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+        self._steps: asyncio.Queue[None] = asyncio.Queue()
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await self._steps.get()
+
+    def step(self) -> None:
+        self._steps.put_nowait(None)
