@@ -41,12 +41,8 @@ from scheduler_svc.core import (
     WhenUnsatisfiable,
     solve,
 )
+from tests.scheduler_svc.core.test_properties import ARCH, GIB, HOST, ZONE, ZONES
 
-GIB = 1024**3
-ZONES = ("z1", "z2", "z3")
-ZONE = "topology.kubernetes.io/zone"
-HOST = "kubernetes.io/hostname"
-ARCH = "kubernetes.io/arch"
 CPU_LABEL = "karpenter.k8s.aws/instance-cpu"
 ACCELERATOR = "karpenter.k8s.aws/instance-accelerator-name"
 DEVICES = ("nvidia.com/gpu", "aws.amazon.com/neuron", "vpc.amazonaws.com/efa")
