@@ -21,7 +21,7 @@ from actuator_svc.core.allocatable import NodeResources
 from actuator_svc.core.catalog import CatalogInstanceType, build_catalog
 from actuator_svc.core.quantities import format_bytes, format_cpu
 from daiku_cli import exit_codes
-from daiku_cli.main import app
+from daiku_cli.main import DaikuCommand, app
 from localcloud.ec2.instance_types import (
     describe_instance_types,
     instance_type_zones,
@@ -132,7 +132,7 @@ def _table(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@app.command(name="catalog")
+@app.command(name="catalog", cls=DaikuCommand)
 def catalog(
     region: Annotated[str, typer.Option("--region", help="AWS region.")] = "us-east-1",
     output: Annotated[

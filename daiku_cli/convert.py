@@ -20,7 +20,7 @@ import yaml
 from daiku_cli import exit_codes
 from daiku_cli.conversion import ConversionError
 from daiku_cli.conversion import convert as convert_documents
-from daiku_cli.main import app
+from daiku_cli.main import DaikuCommand, app
 
 
 class OutputFormat(StrEnum):
@@ -30,7 +30,7 @@ class OutputFormat(StrEnum):
     json = "json"
 
 
-@app.command(name="convert")
+@app.command(name="convert", cls=DaikuCommand)
 def convert(
     filename: Annotated[
         str,

@@ -30,7 +30,7 @@ import structlog
 import typer
 
 from daiku_cli import exit_codes
-from daiku_cli.main import app
+from daiku_cli.main import DaikuCommand, DaikuGroup, app
 from scheduler_svc.core.disruption import NodeExplanation, explain_node
 from scheduler_svc.disruption.snapshot import build_snapshot
 from scheduler_svc.errors import KubeApiError
@@ -42,7 +42,7 @@ from scheduler_svc.kube.writer import parse_timestamp, utc_now
 from scheduler_svc.state.cluster import ClusterMirror, pod_node_name
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
 
-explain_app = typer.Typer(help="Explain daiku's decisions.", no_args_is_help=True)
+explain_app = typer.Typer(help="Explain daiku's decisions.", no_args_is_help=True, cls=DaikuGroup)
 app.add_typer(explain_app, name="explain")
 
 
@@ -104,7 +104,7 @@ async def _run(node_name: str, kubeconfig: Path | None) -> NodeExplanation:
         await api.close()
 
 
-@explain_app.command(name="node")
+@explain_app.command(name="node", cls=DaikuCommand)
 def node(
     name: Annotated[str, typer.Argument(help="The Node's name.")],
     kubeconfig: Annotated[

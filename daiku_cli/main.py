@@ -14,7 +14,7 @@ import typer
 
 # Typer vendors its own Click; overriding its group's methods takes its Context and Command.
 from typer import _click as click
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 # Subcommand name -> the module that registers it on `app` (keep alphabetical).
 SUBCOMMAND_MODULES: dict[str, str] = {
@@ -26,7 +26,34 @@ SUBCOMMAND_MODULES: dict[str, str] = {
 }
 
 
-class LazyCommandGroup(TyperGroup):
+def without_flag_types(params: list[click.Parameter]) -> list[click.Parameter]:
+    """The parameters with no ``<bool>`` shown after plain flags in help.
+
+    A flag takes no value, so it has no type to show, but Typer's rich help prints every option's
+    type. An empty metavar is how a parameter says "nothing to show" there; Click uses a flag's
+    metavar nowhere else.
+    """
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag:
+            param.metavar = ""
+    return params
+
+
+class DaikuCommand(TyperCommand):
+    """Every daiku subcommand's class (``@app.command(cls=DaikuCommand)``): no flag types."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return without_flag_types(super().get_params(ctx))
+
+
+class DaikuGroup(TyperGroup):
+    """A group of subcommands (``typer.Typer(cls=DaikuGroup)``): help without flag types."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return without_flag_types(super().get_params(ctx))
+
+
+class LazyCommandGroup(DaikuGroup):
     """The root group: imports a subcommand's module the first time that command is asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -31,7 +31,7 @@ import yaml
 
 from actuator_svc.core.allocatable import NodeResources, allocatable_from_capacity
 from daiku_cli import exit_codes
-from daiku_cli.main import app
+from daiku_cli.main import DaikuCommand, app
 from scheduler_svc.core import (
     InstanceType,
     Offering,
@@ -579,7 +579,7 @@ def _check_explained(problem: SchedulingInput, pod: str) -> None:
         raise PlanInputError(f"--explain {pod}: no pending pod {key} in the input")
 
 
-@app.command(name="plan")
+@app.command(name="plan", cls=DaikuCommand)
 def plan(
     filenames: Annotated[
         list[str],

@@ -30,7 +30,7 @@ from typing import Annotated, TextIO
 import typer
 
 from daiku_cli import exit_codes
-from daiku_cli.main import app
+from daiku_cli.main import DaikuCommand, app
 from daiku_cli.processes import ProcessFailedError
 from daiku_cli.scenario import (
     RunRecorder,
@@ -281,7 +281,7 @@ def _main_with_signals(options: UpOptions) -> int:
     return asyncio.run(main())
 
 
-@app.command()
+@app.command(cls=DaikuCommand)
 def up(  # noqa: PLR0917 - Typer maps each command-line option to one parameter
     scenario: Annotated[
         Path | None,
