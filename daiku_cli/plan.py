@@ -565,8 +565,12 @@ def _explain(problem: SchedulingInput, result: SchedulingResult, pod: str) -> st
     outcome = outcome or next(
         (f"unschedulable: {u.reason}" for u in result.unschedulable if u.pod == key), "not planned"
     )
-    lines = [
-        f"Pod {key}: {outcome}",
+    lines = [f"Pod {key}: {outcome}"]
+    if outcome.startswith("placed"):
+        # Which preferences the plan gave up to place it (Karpenter's relaxation order).
+        relaxed = next((r.preferences for r in result.relaxed if r.pod == key), ())
+        lines.append(f"Preferences relaxed: {'; '.join(relaxed) if relaxed else 'none'}")
+    lines += [
         f"NodePools ruled out: {explanation.nodepools_ruled_out} of {explanation.nodepools_total}",
         *explanation.lines,
     ]

@@ -450,12 +450,23 @@ class UnschedulablePod:
 
 
 @dataclass(frozen=True)
+class RelaxedPod:
+    """A placed pod whose ``preferences`` the plan dropped (in the order they were dropped,
+    Karpenter's relaxation order) because it could not be placed with them."""
+
+    pod: str
+    preferences: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SchedulingResult:
-    """The plan. Every input pod appears exactly once: in a claim, a placement or here."""
+    """The plan. Every input pod appears exactly once: in a claim, a placement or
+    ``unschedulable``. ``relaxed`` lists the placed pods that lost preferences on the way."""
 
     new_claims: tuple[NodeClaimPlan, ...]
     existing_placements: tuple[ExistingPlacement, ...]
     unschedulable: tuple[UnschedulablePod, ...]
+    relaxed: tuple[RelaxedPod, ...] = ()
 
     @property
     def total_price_per_hour(self) -> float:

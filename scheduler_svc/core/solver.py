@@ -36,6 +36,7 @@ from scheduler_svc.core.integer_packing import PackingSettings
 from scheduler_svc.core.model import (
     ExistingPlacement,
     NodeClaimPlan,
+    RelaxedPod,
     SchedulingInput,
     SchedulingResult,
     UnschedulablePod,
@@ -56,7 +57,7 @@ class _Solver(Repacking):
         relaxed = PodClass(len(self.classes) + len(self._extra), cls.pods[cls.next :], cls.request)
         relaxed.softs = cls.softs[1:]
         relaxed.reasons = dict(cls.reasons)
-        relaxed.relaxed = [*cls.relaxed, dropped.kind]
+        relaxed.relaxed = [*cls.relaxed, dropped.describe()]
         self._compile(relaxed)
         self._match_groups(relaxed)
         cls.next = len(cls.pods)
@@ -156,7 +157,18 @@ class _Solver(Repacking):
             if b.node is not None and b.pods
         )
         unschedulable = tuple(sorted(self.unschedulable, key=lambda u: u.pod))
-        return SchedulingResult(tuple(claims), placements, unschedulable)
+        return SchedulingResult(tuple(claims), placements, unschedulable, self._relaxed_pods())
+
+    def _relaxed_pods(self) -> tuple[RelaxedPod, ...]:
+        """Placed pods of relaxed classes. A pod's last class is the one it was placed from
+        (a relaxed class takes only the pods its parent left), so later classes win."""
+        dropped: dict[str, tuple[str, ...]] = {}
+        for cls in self._extra:
+            for pod in cls.pods[: cls.next]:
+                dropped[pod.key] = tuple(cls.relaxed)
+        for refused in self.unschedulable:
+            dropped.pop(refused.pod, None)
+        return tuple(RelaxedPod(k, v) for k, v in sorted(dropped.items()))
 
 
 def solve(

@@ -94,6 +94,21 @@ class Soft:
     term: PodAffinityTerm | None = None
     spread: TopologySpreadConstraint | None = None
 
+    def describe(self) -> str:
+        """The preference as the pod spells it, for ``daiku plan --explain``."""
+        if self.term is not None:
+            what = "pod affinity" if self.kind == "affinity" else "pod anti-affinity"
+            return f"preferred {what} (weight {self.weight}) on {self.term.topology_key}"
+        if self.node_requirements is not None:
+            terms = ", ".join(v.describe(k) for k, v in self.node_requirements.items)
+            return f"preferred node affinity (weight {self.weight}): {terms}"
+        if self.spread is not None:
+            return (
+                f"ScheduleAnyway topology spread on {self.spread.topology_key} "
+                f"(maxSkew {self.spread.max_skew})"
+            )
+        return "avoiding NodePools' PreferNoSchedule taints"
+
 
 class PodClass:
     """Pods that schedule identically, with their constraints compiled."""
@@ -119,6 +134,7 @@ class PodClass:
         self.keys: list[str] = []
         self.host_ports: tuple[HostPort, ...] = pods[0].host_ports
         self.reasons: dict[str, str] = {}
+        # The preferences dropped to reach this class (Soft.describe), first dropped first.
         self.relaxed: list[str] = []
         # PreferNoSchedule taints keep the class off until that preference is relaxed.
         self.avoids_preferred_taints = False
