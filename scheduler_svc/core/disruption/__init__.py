@@ -17,6 +17,9 @@ Public surface::
     plan.blocked                                 # BlockedNode(node, event_reason, message):
                                                  #   DisruptionBlocked / Unconsolidatable
     explain_node(snapshot, "ip-10-0-1-2", now)   # NodeExplanation(verdict, details)
+    plan_repair(snapshot, now)                   # node repair: Unhealthy decisions and
+                                                 #   NodeRepairBlocked (the 20 % rule)
+    plan_rebalance(snapshot, now)                # rebalance recommendations (Replace pools)
     nodepool_hash(spec), nodeclass_hash(spec)    # AMIs: Candidate.image_id in ami_ids;
                                                  # subnets/SGs: recorded ids vs resolved
 """
@@ -51,9 +54,20 @@ from scheduler_svc.core.disruption.model import (
     DisruptionPlan,
     DisruptionSnapshot,
     NodeClassState,
+    NodeCondition,
     NodePoolState,
     PodDisruptionBudget,
     has_do_not_disrupt,
+)
+from scheduler_svc.core.disruption.rebalance import plan_rebalance, rebalance_status
+from scheduler_svc.core.disruption.repair import (
+    DEFAULT_REPAIR_POLICIES,
+    NODE_REPAIR_BLOCKED,
+    RepairPolicy,
+    nodepool_health,
+    plan_repair,
+    repair_status,
+    unhealthy_condition,
 )
 from scheduler_svc.core.disruption.settings import (
     Budget,
@@ -61,14 +75,17 @@ from scheduler_svc.core.disruption.settings import (
     DisruptionReason,
     DisruptionSettings,
     DisruptionSettingsError,
+    RebalanceRecommendationPolicy,
     parse_duration,
 )
 
 __all__ = [
+    "DEFAULT_REPAIR_POLICIES",
     "DISRUPTION_BLOCKED",
     "DO_NOT_DISRUPT_ANNOTATIONS",
     "NODECLASS_HASH_ANNOTATION",
     "NODEPOOL_HASH_ANNOTATION",
+    "NODE_REPAIR_BLOCKED",
     "SECURITY_GROUP_IDS_ANNOTATION",
     "SUBNET_ID_ANNOTATION",
     "UNCONSOLIDATABLE",
@@ -85,9 +102,12 @@ __all__ = [
     "DisruptionSettingsError",
     "DisruptionSnapshot",
     "NodeClassState",
+    "NodeCondition",
     "NodeExplanation",
     "NodePoolState",
     "PodDisruptionBudget",
+    "RebalanceRecommendationPolicy",
+    "RepairPolicy",
     "Validation",
     "accepted_nodeclass_hashes",
     "canonical_json",
@@ -97,7 +117,13 @@ __all__ = [
     "has_do_not_disrupt",
     "nodeclass_hash",
     "nodepool_hash",
+    "nodepool_health",
     "parse_duration",
     "plan_disruption",
+    "plan_rebalance",
+    "plan_repair",
+    "rebalance_status",
+    "repair_status",
+    "unhealthy_condition",
     "validate",
 ]

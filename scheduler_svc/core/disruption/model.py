@@ -40,6 +40,17 @@ def has_do_not_disrupt(annotations: Mapping[str, str]) -> bool:
 
 
 @dataclass(frozen=True)
+class NodeCondition:
+    """One of a Node's status conditions (``Ready``, ``MemoryPressure``, a node problem
+    detector's ``KernelReady`` ...): ``status`` is ``True``, ``False`` or ``Unknown``;
+    ``since`` its ``lastTransitionTime`` (None: not stamped)."""
+
+    type: str
+    status: str
+    since: datetime | None = None
+
+
+@dataclass(frozen=True)
 class CandidatePod:
     """A pod bound to a candidate: the scheduling view plus what disruption needs.
 
@@ -92,6 +103,10 @@ class Candidate:
     security_group_ids: frozenset[str] | None = None
     image_id: str | None = None
     is_initialized: bool = True
+    # Node repair and rebalance recommendations (``repair``, ``rebalance``): the Node's
+    # conditions, and when EC2 last recommended rebalancing the instance (None: never).
+    conditions: tuple[NodeCondition, ...] = ()
+    rebalance_recommended_at: datetime | None = None
 
     def to_node(self) -> Node:
         """The scheduling core's view (every bound pod takes room)."""

@@ -29,6 +29,14 @@ class ConsolidationPolicy(StrEnum):
     WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 
 
+class RebalanceRecommendationPolicy(StrEnum):
+    """What an EC2 rebalance recommendation for one of the NodePool's spot nodes does
+    (``spec.disruption.rebalanceRecommendationPolicy``; daiku's own field, decision 0015)."""
+
+    IGNORE = "Ignore"  # an Event only, as Karpenter
+    REPLACE = "Replace"  # launch the replacement first, then drain, within budgets
+
+
 class DisruptionReason(StrEnum):
     """Why a node is disrupted; budgets name the first three."""
 
@@ -36,6 +44,10 @@ class DisruptionReason(StrEnum):
     DRIFTED = "Drifted"
     UNDERUTILIZED = "Underutilized"
     EXPIRED = "Expired"
+    # Not budget reasons: node repair acts whatever the budgets say (as Karpenter's), and a
+    # rebalance recommendation obeys the budgets that name no reason (as expiry does).
+    UNHEALTHY = "Unhealthy"
+    REBALANCE_RECOMMENDED = "RebalanceRecommended"
 
 
 BUDGET_REASONS = frozenset(
@@ -134,6 +146,7 @@ class DisruptionSettings:
     expire_after_seconds: float | None = DEFAULT_EXPIRE_AFTER_SECONDS
     termination_grace_period_seconds: float | None = None
     budgets: tuple[Budget, ...] = DEFAULT_BUDGETS
+    rebalance_policy: RebalanceRecommendationPolicy = RebalanceRecommendationPolicy.IGNORE
 
     @staticmethod
     def from_spec(nodepool: str, spec: Mapping[str, Any]) -> DisruptionSettings:
@@ -178,7 +191,22 @@ class DisruptionSettings:
                 _budget(item, f"{where}: spec.disruption.budgets[{i}]")
                 for i, item in enumerate(raw_budgets)
             )
-        return DisruptionSettings(policy, consolidate_after, expire_after, grace_seconds, budgets)
+        rebalance_text = disruption.get("rebalanceRecommendationPolicy", "Ignore")
+        try:
+            rebalance = RebalanceRecommendationPolicy(rebalance_text)
+        except ValueError:
+            raise DisruptionSettingsError(
+                f"{where}: spec.disruption.rebalanceRecommendationPolicy: {rebalance_text!r} is "
+                "not one of Ignore, Replace"
+            ) from None
+        return DisruptionSettings(
+            policy,
+            consolidate_after,
+            expire_after,
+            grace_seconds,
+            budgets,
+            rebalance_policy=rebalance,
+        )
 
 
 def _budget(item: object, where: str) -> Budget:
