@@ -8,8 +8,9 @@ each other; empty nodes move nothing and may all go at once, within budgets):
    not fit elsewhere (``solve`` picks the cheapest fitting claims: right-sized).
 3. **Drifted** — see ``drift`` → the same as expired.
 4. **Underutilized** (``WhenEmptyOrUnderutilized``) — merge the k most promising nodes into
-   at most one cheaper node (binary search on k, as Karpenter), else delete or replace one
-   node; only for a saving above the threshold; the controller validates after a wait.
+   at most one cheaper node (``multi_node``: binary search on k as Karpenter, then the sizes it
+   skipped), else delete or replace one node; only for a saving above the threshold; the
+   controller validates after a wait.
 
 Every method is blocked by a do-not-disrupt pod, a PDB allowing no disruption and the
 budgets (expiry obeys the budgets that name no reason, since ``Expired`` cannot be named).
@@ -34,6 +35,9 @@ from scheduler_svc.core.disruption.model import (
     DisruptionPlan,
     DisruptionSnapshot,
 )
+from scheduler_svc.core.disruption.multi_node import Outcome as _Outcome
+from scheduler_svc.core.disruption.multi_node import search as multi_node_search
+from scheduler_svc.core.disruption.multi_node import types_holding
 from scheduler_svc.core.disruption.settings import (
     ConsolidationPolicy,
     DisruptionReason,
@@ -67,12 +71,6 @@ class Validation:
 
     is_valid: bool
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    decision: DisruptionDecision | None
-    why_not: str = ""
 
 
 class _Pass:
@@ -164,10 +162,12 @@ class _Pass:
         *,
         allow_new: bool,
         below_price: float | None = None,
+        one_node: bool = False,
     ) -> SchedulingResult:
         """Reschedule ``moving``'s pods onto every node not taken (and, with ``allow_new``,
         onto new NodeClaims of any NodePool, from offerings that save enough against
-        ``below_price`` when given)."""
+        ``below_price`` when given; with ``one_node``, only from types that could hold every
+        moving pod at once)."""
         leaving = self.taken | {c.name for c in moving}
         nodes = [c.to_node() for c in self.snapshot.candidates if c.name not in leaving]
         nodes += [n for n in self.snapshot.other_nodes if n.name not in leaving]
@@ -179,6 +179,8 @@ class _Pass:
         types = self.snapshot.instance_types if allow_new else ()
         if allow_new and below_price is not None:
             types = _cheaper_types(types, below_price, self.options)
+        if one_node:
+            types = types_holding(pods, types)
         return solve(
             SchedulingInput(
                 pods=pods,
@@ -401,17 +403,14 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
             per_pool[candidate.nodepool] = per_pool.get(candidate.nodepool, 0) + 1
             usable.append(candidate)
     # Multi-node: the largest k whose first k merge into at most one cheaper node.
-    low, high = 2, min(len(usable), state.options.max_multi_node_candidates)
-    best: DisruptionDecision | None = None
-    while low <= high:
-        middle = (low + high) // 2
-        outcome = _consolidate(state, usable[:middle])
-        if outcome.decision is not None:
-            best, low = outcome.decision, middle + 1
-        else:
-            high = middle - 1
-    if best is not None:
-        state.take(best)
+    merged = multi_node_search(
+        usable,
+        lambda nodes: _consolidate(state, nodes),
+        max_candidates=state.options.max_multi_node_candidates,
+        max_scan=state.options.max_multi_node_scan,
+    )
+    if merged.decision is not None:
+        state.take(merged.decision)
         return
     # Single node: a delete anywhere before a replacement anywhere (a delete evicts once and
     # launches nothing; a replacement often leads to a delete of its replacement later).
@@ -426,7 +425,12 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
         if outcome.decision is not None:
             state.take(outcome.decision)
             return
-        state.block(candidate.name, UNCONSOLIDATABLE, outcome.why_not)
+        also = merged.summary() if candidate in usable else ""
+        state.block(
+            candidate.name,
+            UNCONSOLIDATABLE,
+            f"{outcome.why_not}; {also}" if also else outcome.why_not,
+        )
 
 
 def _consolidate(  # noqa: PLR0911 - one exit per way a consolidation fails
@@ -459,6 +463,12 @@ def _consolidate(  # noqa: PLR0911 - one exit per way a consolidation fails
     if not allow_replace:
         return _Outcome(None, "pods do not fit on other nodes")
     replaced = state.simulate(nodes, allow_new=True, below_price=old_price)
+    if len(replaced.new_claims) > 1:
+        # The solver may prefer several small claims; the question is whether ONE node holds
+        # the pods for less (see multi_node).
+        one = state.simulate(nodes, allow_new=True, below_price=old_price, one_node=True)
+        if not one.unschedulable:
+            replaced = one
     if replaced.unschedulable:
         if not _cheaper_types(state.snapshot.instance_types, old_price, options):
             return _Outcome(None, _more_expensive(old_price, options))
@@ -474,7 +484,9 @@ def _consolidate(  # noqa: PLR0911 - one exit per way a consolidation fails
             f"${old_price:.4f}/h holds the pods (they would need {len(replaced.new_claims)})",
         )
     claim = replaced.new_claims[0]
-    all_spot = all(c.capacity_type == CAPACITY_TYPE_SPOT for c in nodes)
+    # Karpenter asks 15 cheaper spot types of single-node spot->spot only: merging many
+    # nodes into one cannot race to the bottom one cheaper spot type at a time.
+    all_spot = len(nodes) == 1 and nodes[0].capacity_type == CAPACITY_TYPE_SPOT
     kept = _cheaper_offerings(claim.offerings, old_price, all_spot, options)
     if not kept:
         cheapest = claim.offerings[0]
@@ -500,7 +512,8 @@ def _consolidate(  # noqa: PLR0911 - one exit per way a consolidation fails
             message=(
                 f"Underutilized: replace {', '.join(names)} (${old_price:.4f}/h) by "
                 f"{narrowed.instance_type} ({kept[0].capacity_type}, "
-                f"${kept[0].price_per_hour:.4f}/h)"
+                f"${kept[0].price_per_hour:.4f}/h); saves "
+                f"${old_price - kept[0].price_per_hour:.4f}/h"
             ),
             decided_at=state.now,
             old_price_per_hour=old_price,

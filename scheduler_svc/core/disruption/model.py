@@ -227,6 +227,8 @@ class ConsolidationOptions:
     (Karpenter's 15: a replacement with few options is likely to be interrupted again).
     ``validation_wait_seconds``: how long a consolidation waits before ``validate``.
     ``max_multi_node_candidates``: the most nodes one replacement may merge (Karpenter's 100).
+    ``max_multi_node_scan``: extra multi-node simulations per pass for the prefix lengths the
+    binary search skipped (daiku's addition: the saving is not monotonic in the length).
     ``max_single_node_attempts``: simulations per pass for single-node consolidation."""
 
     min_saving_fraction: float = 0.10
@@ -234,6 +236,7 @@ class ConsolidationOptions:
     spot_to_spot_min_types: int = 15
     validation_wait_seconds: float = 15.0
     max_multi_node_candidates: int = 100
+    max_multi_node_scan: int = 10
     max_single_node_attempts: int = 50
 
 

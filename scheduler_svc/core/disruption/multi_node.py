@@ -1,0 +1,111 @@
+"""Multi-node consolidation: which N candidates to merge into at most one cheaper node.
+
+Karpenter sorts the candidates by disruption cost and binary-searches the largest prefix
+(at most 100 nodes) that consolidates: a delete (every pod fits on the nodes that stay) or a
+replacement by ONE node cheaper than the N. daiku does the same first, then — where the search
+found nothing — tries the prefix sizes it skipped, largest first, within a small budget of
+simulations (``ConsolidationOptions.max_multi_node_scan``). The saving is not monotonic in the
+prefix length, because replacements come in discrete sizes: three 1-CPU pods on 3 x c4.large
+($0.30/h) fit one c4.xlarge ($0.199/h), while the first two alone ($0.20/h) would need the same
+c4.xlarge and save nothing — the binary search tries two, fails and never looks at three.
+
+The replacement must be ONE node (Karpenter's rule for multi-node): the solver minimises the
+cost of the claims it opens and may well prefer several small ones for the same pods. When it
+does, the simulation is repeated with only the instance types that could hold every moving pod
+at once (``types_holding``), which is the one-node question the decision asks.
+
+Pure: the caller passes the simulation (``attempt``) in; nothing here reads a clock or does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from scheduler_svc.core.disruption.model import Candidate, DisruptionDecision
+from scheduler_svc.core.model import InstanceType, Pod, Resources
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One consolidation simulation: the decision, or why there is none."""
+
+    decision: DisruptionDecision | None
+    why_not: str = ""
+
+
+@dataclass(frozen=True)
+class MultiNodeSearch:
+    """What the search found (``decision``), and every prefix it simulated: (length, why not)
+    for those that did not consolidate, so explain text can say what was compared."""
+
+    decision: DisruptionDecision | None
+    refused: tuple[tuple[int, str], ...] = field(default_factory=tuple)
+
+    def summary(self) -> str:
+        """One line on the prefixes tried, for a node's Unconsolidatable message ("" when
+        nothing was tried)."""
+        if not self.refused:
+            return ""
+        sizes = ", ".join(str(k) for k, _ in sorted(self.refused, reverse=True))
+        largest, why = max(self.refused)
+        return f"multi-node: merging the first {sizes} candidates does not pay ({largest}: {why})"
+
+
+def search(
+    candidates: Sequence[Candidate],
+    attempt: Callable[[Sequence[Candidate]], Outcome],
+    *,
+    max_candidates: int,
+    max_scan: int,
+) -> MultiNodeSearch:
+    """The largest prefix of ``candidates`` (ordered best first) that consolidates.
+
+    Binary search over prefix lengths 2..min(len, ``max_candidates``) as Karpenter does, then,
+    if that found nothing, the lengths it skipped, largest first, at most ``max_scan`` more
+    simulations."""
+    high = min(len(candidates), max_candidates)
+    refused: dict[int, str] = {}
+    best: DisruptionDecision | None = None
+    low, top = 2, high
+    while low <= top:
+        middle = (low + top) // 2
+        outcome = attempt(candidates[:middle])
+        if outcome.decision is not None:
+            best, low = outcome.decision, middle + 1
+        else:
+            refused[middle] = outcome.why_not
+            top = middle - 1
+    if best is not None:
+        return MultiNodeSearch(best, tuple(sorted(refused.items())))
+    skipped = [k for k in range(high, 1, -1) if k not in refused][:max_scan]
+    for length in skipped:
+        outcome = attempt(candidates[:length])
+        if outcome.decision is not None:
+            return MultiNodeSearch(outcome.decision, tuple(sorted(refused.items())))
+        refused[length] = outcome.why_not
+    return MultiNodeSearch(None, tuple(sorted(refused.items())))
+
+
+def total_requests(pods: Sequence[Pod]) -> Resources:
+    """What ``pods`` request together (each pod's effective requests, one pod slot each)."""
+    total: dict[str, int] = {}
+    for pod in pods:
+        for name, amount in pod.requests().as_mapping().items():
+            total[name] = total.get(name, 0) + amount
+    return Resources.from_mapping(total)
+
+
+def types_holding(pods: Sequence[Pod], types: Sequence[InstanceType]) -> tuple[InstanceType, ...]:
+    """The instance types whose allocatable could hold every one of ``pods`` at once (a
+    necessary condition only: the solver still checks DaemonSets, requirements and offerings)."""
+    wanted = total_requests(pods).as_mapping()
+    out = []
+    for instance_type in types:
+        room = instance_type.allocatable.as_mapping()
+        if all(amount <= room.get(name, 0) for name, amount in wanted.items()):
+            out.append(instance_type)
+    return tuple(out)
+
+
+__all__ = ["MultiNodeSearch", "Outcome", "search", "total_requests", "types_holding"]

@@ -1,0 +1,199 @@
+"""Multi-node consolidation: N under-filled nodes merge into one cheaper node (issue 11 item 2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daiku_cli.plan import build_input
+from daiku_cli.scenario.defaults import default_node_class, default_node_pool, inflate_deployment
+from scheduler_svc.core.disruption import (
+    Budget,
+    Candidate,
+    CandidatePod,
+    ConsolidationOptions,
+    ConsolidationPolicy,
+    DisruptionReason,
+    DisruptionSettings,
+    DisruptionSnapshot,
+    NodePoolState,
+    plan_disruption,
+    validate,
+)
+from scheduler_svc.core.disruption.multi_node import Outcome, search, types_holding
+from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, pool, snapshot
+
+ONE_CPU = 1000
+
+
+def consolidating(**settings: Any) -> NodePoolState:
+    """WhenEmptyOrUnderutilized after 30 s, no budget unless given (the default 10 % lets one
+    of three nodes go at a time)."""
+    options: dict[str, Any] = {"budgets": (), **settings}
+    return pool(
+        consolidation_policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
+        consolidate_after_seconds=30.0,
+        expire_after_seconds=None,
+        **options,
+    )
+
+
+def one_cpu_nodes(count: int) -> list[Candidate]:
+    """``count`` c4.large ($0.10/h) holding one 1-CPU pod each."""
+    return [
+        candidate(f"n{i}", "c4.large", (CandidatePod(app_pod(f"p{i}", ONE_CPU)),), created=0)
+        for i in range(count)
+    ]
+
+
+def test_three_one_cpu_nodes_merge_into_one_c4_xlarge() -> None:
+    """The case split found: 3 x c4.large ($0.30/h) -> one c4.xlarge ($0.199/h). Merging the
+    first two alone saves nothing, so the binary search alone (2 of 3) never tried three."""
+    plan = plan_disruption(snapshot(one_cpu_nodes(3), [consolidating()]), at(600))
+    (decision,) = plan.decisions
+    assert decision.reason is DisruptionReason.UNDERUTILIZED
+    assert sorted(decision.nodes) == ["n0", "n1", "n2"]
+    assert [c.instance_type for c in decision.replacements] == ["c4.xlarge"]
+    assert decision.savings_per_hour == pytest.approx(0.101)
+    assert decision.needs_validation
+    assert decision.message.startswith("Underutilized: replace n0, n1, n2 ($0.3000/h) by c4.xlarge")
+    assert decision.message.endswith("saves $0.1010/h")
+
+
+def test_the_merge_validates_and_is_invalidated_by_a_pod_change() -> None:
+    nodes = one_cpu_nodes(3)
+    state = snapshot(nodes, [consolidating()])
+    (decision,) = plan_disruption(state, at(600)).decisions
+    assert validate(decision, state, at(615)).is_valid
+    busy = dataclasses.replace(nodes[1], last_pod_event_at=at(610))
+    later = snapshot([nodes[0], busy, nodes[2]], [consolidating()])
+    verdict = validate(decision, later, at(615))
+    assert not verdict.is_valid
+    assert verdict.reason == "pods changed on node n1 since the decision"
+
+
+def test_a_budget_caps_the_merge_and_says_what_was_compared() -> None:
+    """A budget of 2 nodes: the 3-node merge is not allowed; merging 2 does not pay, and each
+    node's message says which merges were compared."""
+    plan = plan_disruption(
+        snapshot(one_cpu_nodes(3), [consolidating(budgets=(Budget(nodes=2, percent=None),))]),
+        at(600),
+    )
+    assert plan.decisions == ()
+    messages = {b.node: b.message for b in plan.blocked}
+    assert "multi-node: merging the first 2 candidates does not pay" in messages["n0"]
+    assert "n2" in messages  # over the budget: not a merge candidate, still explained
+
+
+def test_the_search_tries_the_sizes_the_binary_search_skips() -> None:
+    """Savings are not monotonic in the prefix length: only 5 of 7 pays. Karpenter's binary
+    search tries 4, then 2, and stops; the scan then tries 7, 6 and 5."""
+    nodes = one_cpu_nodes(7)
+    tried: list[int] = []
+
+    def attempt(prefix: Sequence[Candidate]) -> Outcome:
+        tried.append(len(prefix))
+        if len(prefix) == 5:
+            plan = plan_disruption(snapshot(one_cpu_nodes(3), [consolidating()]), at(600))
+            return Outcome(plan.decisions[0])
+        return Outcome(None, f"no luck with {len(prefix)}")
+
+    found = search(nodes, attempt, max_candidates=100, max_scan=10)
+    assert found.decision is not None
+    assert tried == [4, 2, 7, 6, 5]
+    nothing = search(nodes, attempt, max_candidates=100, max_scan=2)
+    assert nothing.decision is None
+    assert nothing.summary().startswith(
+        "multi-node: merging the first 7, 6, 4, 2 candidates does not pay (7: no luck with 7)"
+    )
+
+
+def test_types_holding_keeps_only_types_with_room_for_every_pod() -> None:
+    catalog = snapshot([]).instance_types
+    pods = [app_pod(f"p{i}", ONE_CPU) for i in range(3)]
+    assert [t.name for t in types_holding(pods, catalog)] == [
+        "c4.xlarge",
+        "c4.2xlarge",
+        "t3a.2xlarge",
+    ]
+
+
+# -- the `make up` cluster on the bundled catalog ---------------------------------------------
+
+
+def _make_up_cluster(tmp_path: Path) -> tuple[list[Candidate], DisruptionSnapshot]:
+    """What `make up` ends with: 5 x c6gd.medium (spot, one 500m pod each) and one c6g.2xlarge
+    holding 15, under the default NodePool with a budget of 100 % (the default 10 % lets one
+    of six nodes go at a time, which no merge fits in)."""
+    manifest = tmp_path / "default.json"
+    items = [default_node_class("daiku"), default_node_pool(), inflate_deployment(20)]
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    scheduling = build_input([str(manifest)], None)
+    types = {t.name: t for t in scheduling.instance_types}
+
+    def node(name: str, type_name: str, count: int) -> Candidate:
+        shape = types[type_name]
+        offer = min(
+            (o for o in shape.offerings if o.capacity_type == "spot"),
+            key=lambda o: o.price_per_hour,
+        )
+        labels = {
+            **shape.labels,
+            "kubernetes.io/hostname": name,
+            "topology.kubernetes.io/zone": offer.zone,
+            "karpenter.sh/capacity-type": "spot",
+            "karpenter.sh/nodepool": "default",
+            "daiku.dev/nodepool": "default",
+        }
+        members = tuple(
+            CandidatePod(app_pod(f"{name}-{i}"), owner_kind="ReplicaSet") for i in range(count)
+        )
+        return Candidate(
+            name=name,
+            nodeclaim=name,
+            nodepool="default",
+            created_at=at(0),
+            instance_type=type_name,
+            capacity_type="spot",
+            zone=offer.zone,
+            price_per_hour=offer.price_per_hour,
+            allocatable=shape.allocatable,
+            labels=labels,
+            pods=members,
+        )
+
+    nodes = [node(f"m{i}", "c6gd.medium", 1) for i in range(5)] + [node("big", "c6g.2xlarge", 15)]
+    settings = DisruptionSettings.from_spec("default", default_node_pool()["spec"])
+    settings = dataclasses.replace(settings, budgets=(Budget(percent=100),))
+    state = DisruptionSnapshot(
+        candidates=tuple(nodes),
+        nodepools=(NodePoolState(scheduling.nodepools[0], settings),),
+        instance_types=scheduling.instance_types,
+    )
+    return nodes, state
+
+
+def test_make_ups_one_pod_spot_nodes_merge_into_one(tmp_path: Path) -> None:
+    """The five one-pod spot nodes become one spot node: the solver alone buys five small
+    claims for their pods (the one-node simulation asks the right question), and spot->spot's
+    15-type rule is for single-node consolidation only (Karpenter's)."""
+    _, state = _make_up_cluster(tmp_path)
+    (decision,) = plan_disruption(state, at(600)).decisions
+    assert sorted(decision.nodes) == ["m0", "m1", "m2", "m3", "m4"]
+    (replacement,) = decision.replacements
+    assert replacement.offerings[0].capacity_type == "spot"
+    assert decision.new_price_per_hour < 0.9 * decision.old_price_per_hour
+    assert validate(decision, state, at(615)).is_valid
+
+
+def test_the_spot_rule_still_holds_for_one_node(tmp_path: Path) -> None:
+    """A single spot node is not replaced by spot with fewer than 15 cheaper spot types."""
+    nodes, state = _make_up_cluster(tmp_path)
+    strict = ConsolidationOptions(spot_to_spot_min_types=10**6)
+    lone = dataclasses.replace(state, candidates=(nodes[-1],))
+    assert plan_disruption(lone, at(600), strict).decisions == ()
