@@ -4,7 +4,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 RUN := $(UV) run --frozen
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: setup up test test-fast lint gen gen-check fmt bench lint-deploy image test-image mutation
+.PHONY: setup up test test-fast lint gen gen-check fmt bench lint-deploy image test-image mutation browser
 
 setup: $(UV)      ## install the locked environment into .venv
 	$(UV) sync --frozen
@@ -16,8 +16,12 @@ setup: $(UV)      ## install the locked environment into .venv
 up: setup         ## daiku's main job on the embedded defaults (local cluster + EC2 emulator)
 	$(RUN) daiku up
 
-test: setup gen-check lint lint-deploy   ## the whole suite, as CI runs it
+test: setup gen-check lint lint-deploy browser   ## the whole suite, as CI runs it
 	$(RUN) pytest --durations=25
+
+browser:          ## Debian's chromium: draws `daiku report`'s page in its test (installed as root)
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+		apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 test-fast: setup  ## the suite without the whole-stack (e2e) tests
 	$(RUN) pytest tests -m "not e2e" -q

@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES: dict[str, str] = {
     "convert": "daiku_cli.convert",
     "explain": "daiku_cli.explain",
     "plan": "daiku_cli.plan",
+    "report": "daiku_cli.report",
     "up": "daiku_cli.up",
 }
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 
@@ -41,6 +41,7 @@ from daiku_cli.scenario import (
     merge_objects,
     parse_scenario,
 )
+from daiku_cli.scenario.chart import render_html
 from daiku_cli.scenario.progress import summary
 from daiku_cli.up_kube import KubeCallError, KubeClient
 from daiku_cli.up_runner import (
@@ -92,6 +93,13 @@ class UpOptions:
     work_dir: Path
     with_scheduler: bool = True
     poll_seconds: float = 0.25
+
+
+def report_text(report: dict[str, Any], path: Path) -> str:
+    """The report as `path` wants it: a chart for ``.html``/``.htm``, JSON for anything else."""
+    if path.suffix.lower() in {".html", ".htm"}:
+        return render_html(report)
+    return json.dumps(report, indent=2) + "\n"
 
 
 def load_scenario(path: Path | None, cluster_name: str) -> Scenario:
@@ -236,7 +244,9 @@ class UpRun:
             for line in summary(self.recorder.last, time.monotonic() - self.started, launched):
                 self.out.write(line + "\n")
         if self.options.report_path is not None:
-            self.options.report_path.write_text(json.dumps(self.recorder.report(), indent=2) + "\n")
+            self.options.report_path.write_text(
+                report_text(self.recorder.report(), self.options.report_path)
+            )
             self.out.write(f"report written to {self.options.report_path}\n")
         if self.kube is not None:
             await self.kube.close()
@@ -295,7 +305,10 @@ def up(  # noqa: PLR0917 - Typer maps each command-line option to one parameter
         ),
     ] = False,
     report: Annotated[
-        Path | None, typer.Option(help="write a JSON report of the run to this file")
+        Path | None,
+        typer.Option(
+            help="write the run's report here: JSON, or a chart if the name ends in .html"
+        ),
     ] = None,
     keep_running: Annotated[
         bool,

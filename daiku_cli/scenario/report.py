@@ -12,6 +12,8 @@ hands to `observe_kube_events`. `report()` returns the document `--report FILE.j
                    createdAt, deletedAt?}                               every claim seen
     events[]      {time, kind, object, reason, message, source}          in time order
     steps[]       {index, step, startedAt, finishedAt, outcome}
+    timeline[]    {time, pendingPods, runningPods, nodes{capacity type: n}, hourlyCost}
+                                                                          each change seen
     totalHourlyCost                                                       of what runs at the end
     settled, unsettledReasons                                             at the end
 """
@@ -63,6 +65,54 @@ class RunEvent:
         }
 
 
+@dataclass(frozen=True)
+class TimelineSample:
+    """The cluster's counts at one observation: what the report's chart draws over time."""
+
+    time: str
+    pending_pods: int
+    running_pods: int
+    nodes_by_capacity_type: tuple[tuple[str, int], ...]
+    hourly_cost: float
+
+    @classmethod
+    def of(cls, snapshot: ClusterSnapshot, at: str) -> TimelineSample:
+        by_type: dict[str, int] = {}
+        for node in snapshot.nodes:
+            if not node.deleting:
+                kind = node.capacity_type or "unknown"
+                by_type[kind] = by_type.get(kind, 0) + 1
+        return cls(
+            time=at,
+            pending_pods=len(snapshot.pending_pods),
+            running_pods=snapshot.running_pods,
+            nodes_by_capacity_type=tuple(sorted(by_type.items())),
+            hourly_cost=round(snapshot.hourly_cost, 6),
+        )
+
+    def same_counts(self, other: TimelineSample) -> bool:
+        return (
+            self.pending_pods,
+            self.running_pods,
+            self.nodes_by_capacity_type,
+            self.hourly_cost,
+        ) == (
+            other.pending_pods,
+            other.running_pods,
+            other.nodes_by_capacity_type,
+            other.hourly_cost,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "time": self.time,
+            "pendingPods": self.pending_pods,
+            "runningPods": self.running_pods,
+            "nodes": dict(self.nodes_by_capacity_type),
+            "hourlyCost": self.hourly_cost,
+        }
+
+
 @dataclass
 class _StepRecord:
     index: int
@@ -82,6 +132,7 @@ class RunRecorder:
     claim_deleted_at: dict[str, str] = field(default_factory=dict)
     events: list[RunEvent] = field(default_factory=list)
     steps: list[_StepRecord] = field(default_factory=list)
+    timeline: list[TimelineSample] = field(default_factory=list)
     last: ClusterSnapshot | None = None
     _kube_event_versions: dict[str, str] = field(default_factory=dict)
 
@@ -104,9 +155,17 @@ class RunRecorder:
         new: list[RunEvent] = []
         new.extend(self._observe_claims(snapshot.claims, at))
         new.extend(self._observe_nodes(snapshot.nodes, at))
+        self._sample(snapshot, at)
         self.last = snapshot
         self.events.extend(new)
         return new
+
+    def _sample(self, snapshot: ClusterSnapshot, at: str) -> None:
+        # Only changes are kept: `daiku up` observes four times a second, and a step chart
+        # drawn from the changes is the same picture as one drawn from every observation.
+        sample = TimelineSample.of(snapshot, at)
+        if not self.timeline or not self.timeline[-1].same_counts(sample):
+            self.timeline.append(sample)
 
     def _observe_claims(self, claims: Iterable[ClaimRow], at: str) -> list[RunEvent]:
         new: list[RunEvent] = []
@@ -243,6 +302,7 @@ class RunRecorder:
                 }
                 for s in self.steps
             ],
+            "timeline": [sample.to_json() for sample in self.timeline],
             "totalHourlyCost": round(final.hourly_cost, 6),
             "settled": final.is_settled,
             "unsettledReasons": final.unsettled_reasons(),

@@ -88,6 +88,11 @@ def test_up_runs_a_scenario_and_reports_pods_running_on_launched_nodes(tmp_path:
     assert report["totalHourlyCost"] == pytest.approx(sum(c["price"] for c in claims.values()))
     assert [s["outcome"] for s in report["steps"]] == ["done", "done"]
     assert "Settled." in result.stdout
+    final = report["timeline"][-1]
+    running = sum(1 for p in report["pods"] if p["phase"] == "Running")
+    assert (final["pendingPods"], final["runningPods"]) == (0, running)
+    assert sum(final["nodes"].values()) == len(nodes)
+    assert final["hourlyCost"] == pytest.approx(report["totalHourlyCost"])
 
 
 @pytest.mark.e2e
