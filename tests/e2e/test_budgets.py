@@ -264,8 +264,9 @@ async def web_pod(stack: Stack) -> str:
 
 
 def next_utc(hour: int, minute: int) -> datetime:
-    """The next wall-clock moment at hour:minute UTC (the scheduler's timeouts compare real
-    time with the API server's stamps, so the test's clock stays ahead of real time)."""
+    """The next wall-clock moment at hour:minute UTC: the lifecycle's timeouts read real time
+    against the API server's stamps, which come from the test's clock, so that clock must not
+    be behind real time (a claim stamped in the past would look overdue to register)."""
     now = datetime.now(UTC)
     moment = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
     return moment if moment > now else moment + timedelta(days=1)
@@ -278,44 +279,48 @@ async def test_a_scheduled_budget_holds_only_inside_its_window(stack: Stack) -> 
     clock = FrozenClock(next_utc(8, 59))
     budget = {"nodes": "0", "schedule": "0 9 * * *", "duration": "1h"}
     await apply_pool(stack, {"consolidateAfter": "30s", "budgets": [budget]}, "Never")
-    scheduler = await start_with_disruption_clock(stack, clock)
-    pods = await stack.create_pods(2, cpu="3", memory="1Gi")
-    placed = await nodes_for(stack, pods)
-    before, during = (placed[p] for p in pods)
-    assert before != during
+    # One clock: the API server stamps node and pod times from the frozen clock the disruption
+    # controller reads (with its real clock, the nodes' ages were real time against a clock
+    # set hours ahead, and the test rested on how the two happened to line up).
+    with api_server_clock(stack, clock):
+        scheduler = await start_with_disruption_clock(stack, clock)
+        pods = await stack.create_pods(2, cpu="3", memory="1Gi")
+        placed = await nodes_for(stack, pods)
+        before, during = (placed[p] for p in pods)
+        assert before != during
 
-    # 08:59: the first node is emptied; at 08:59:31 it goes (no budget is active yet).
-    await mirror_saw_pods_on(scheduler, {before, during})
-    await delete_pods(stack, pods[:1])
-    await mirror_saw_pods_leave(scheduler, {before})
-    clock.set(clock.now + timedelta(seconds=31))
+        # 08:59: the first node is emptied; at 08:59:31 it goes (no budget is active yet).
+        await mirror_saw_pods_on(scheduler, {before, during})
+        await delete_pods(stack, pods[:1])
+        await mirror_saw_pods_leave(scheduler, {before})
+        clock.set(clock.now + timedelta(seconds=31))
 
-    async def first_gone() -> bool:
-        return await node_names(stack) == {during}
+        async def first_gone() -> bool:
+            return await node_names(stack) == {during}
 
-    await until(first_gone, timeout_seconds=30)
+        await until(first_gone, timeout_seconds=30)
 
-    # 09:00: the second one is emptied; the window holds it until 10:00.
-    clock.set(clock.now.replace(hour=9, minute=0, second=0))
-    await delete_pods(stack, pods[1:])
-    await mirror_saw_pods_leave(scheduler, {during})
-    clock.set(clock.now.replace(minute=59, second=59))
+        # 09:00: the second one is emptied; the window holds it until 10:00.
+        clock.set(clock.now.replace(hour=9, minute=0, second=0))
+        await delete_pods(stack, pods[1:])
+        await mirror_saw_pods_leave(scheduler, {during})
+        clock.set(clock.now.replace(minute=59, second=59))
 
-    async def held() -> list[str]:
-        return [
-            m
-            for m in await event_messages(stack, "DisruptionBlocked", during)
-            if "schedule '0 9 * * *' for 1h" in m
-        ]
+        async def held() -> list[str]:
+            return [
+                m
+                for m in await event_messages(stack, "DisruptionBlocked", during)
+                if "schedule '0 9 * * *' for 1h" in m
+            ]
 
-    await until(held)
-    await passes(scheduler, 5)
-    assert await node_names(stack) == {during}
-    clock.set(clock.now.replace(hour=10, minute=0, second=0))
+        await until(held)
+        await passes(scheduler, 5)
+        assert await node_names(stack) == {during}
+        clock.set(clock.now.replace(hour=10, minute=0, second=0))
 
-    async def all_gone() -> bool:
-        return not await node_names(stack) and not await stack.objects("nodeclaims")
+        async def all_gone() -> bool:
+            return not await node_names(stack) and not await stack.objects("nodeclaims")
 
-    await until(all_gone, timeout_seconds=30)
-    (message,) = await event_messages(stack, "Disrupting", during)
-    assert message.startswith("Empty: ")
+        await until(all_gone, timeout_seconds=30)
+        (message,) = await event_messages(stack, "Disrupting", during)
+        assert message.startswith("Empty: ")
