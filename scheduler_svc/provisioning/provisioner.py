@@ -5,8 +5,9 @@ A round:
    them Unschedulable; unbound, not terminating, not a DaemonSet's). In-flight NodeClaims come
    from the mirror as nodes, so pods an in-flight claim will take are placed on it and never
    get a second claim, also after a restart (nothing is remembered in memory);
-2. validates NodePools and their EC2NodeClasses; an invalid one is reported on its status
-   (`ValidationSucceeded=False` with the message) and left out, the others carry on;
+2. validates NodePools and their EC2NodeClasses (`PoolValidator`); an invalid one is reported
+   on its status (`ValidationSucceeded=False` with the message) and left out, the others carry
+   on;
 3. solves with the core, per group of NodePools sharing one instance-type catalog (allocatable
    depends on the EC2NodeClass's kubelet settings), highest weight first, exhausted offerings
    (`UnavailableOfferingsCache`) excluded;
@@ -14,8 +15,8 @@ A round:
    which disruption's replacements go through too);
    the round ends when the mirror shows what it wrote (so the next solve counts it, and
    NodePool limits hold across rounds);
-5. records Events: `Nominated` (which claim takes the pod) and `FailedProvisioning` (the
-   core's reason), each once per pod and claim/reason.
+5. records Events (`PodEvents`): `Nominated` (which claim takes the pod) and
+   `FailedProvisioning` (the core's reason), each once per pod and claim/reason.
 
 RESOURCE_EXHAUSTED from a launch deletes the claim and marks its offerings: the next round
 (triggered at once) solves those pods without them.
@@ -25,10 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import structlog
 
@@ -36,45 +36,38 @@ from scheduler_svc.core import solve
 from scheduler_svc.core.catalog_index import BASE_DIMENSIONS, CatalogCache
 from scheduler_svc.core.model import (
     NodeClaimPlan,
-    NodePool,
     SchedulingInput,
     UnschedulablePod,
 )
 from scheduler_svc.errors import (
     ActuatorError,
     InvalidObjectError,
-    KubeApiError,
 )
-from scheduler_svc.kube.convert import node_class_from_k8s
 from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
     NODE_POOLS,
     PODS,
-    KubeObject,
     resource_version_of,
 )
 from scheduler_svc.kube.writer import (
     KubeWriter,
     conditions_of,
-    parse_timestamp,
-    utc_now,
 )
 from scheduler_svc.metrics import SchedulerMetrics
-from scheduler_svc.nodeclass.readiness import NODECLASS_READY, first_unresolved
+from scheduler_svc.nodeclass.readiness import first_unresolved
 from scheduler_svc.provisioning.batcher import Batcher, BatchWindow
-from scheduler_svc.provisioning.catalog import CatalogKey, InstanceTypeCatalog, catalog_key
+from scheduler_svc.provisioning.catalog import CatalogKey, InstanceTypeCatalog
 from scheduler_svc.provisioning.creator import NodeClaimCreator
 from scheduler_svc.provisioning.launch import LaunchOutcome, LaunchResult
-from scheduler_svc.provisioning.status import ensure_condition
+from scheduler_svc.provisioning.pod_events import PodEvents
+from scheduler_svc.provisioning.pool_validation import PoolValidator, ValidPool
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
 from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
 
 log = structlog.get_logger(__name__)
 
-_EVENT_MEMORY = 20_000
-_EVENT_CONCURRENCY = 16
 # Retrying a round whose catalog was unavailable: 1, 2, 4 … seconds, capped.
 _CATALOG_RETRY_FIRST_SECONDS = 1.0
 _CATALOG_RETRY_MAX_SECONDS = 30.0
@@ -99,35 +92,6 @@ class RoundResult:
     last_launch_sent_at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _ValidPool:
-    model: NodePool
-    obj: KubeObject
-    node_class: KubeObject
-    catalog_key: CatalogKey
-
-
-class _Remembered:
-    """A bounded set of keys (oldest forgotten first): events already sent."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._keys: OrderedDict[tuple[str, ...], None] = OrderedDict()
-
-    def add(self, key: tuple[str, ...]) -> bool:
-        """True when `key` is new (and remembers it)."""
-        if key in self._keys:
-            return False
-        self._keys[key] = None
-        if len(self._keys) > self._size:
-            self._keys.popitem(last=False)
-        return True
-
-
-def _uid(obj: KubeObject) -> str:
-    return str((obj.get("metadata") or {}).get("uid", ""))
-
-
 class Provisioner:
     """Runs provisioning rounds as batches close; `on_change` is the mirror listener."""
 
@@ -146,7 +110,6 @@ class Provisioner:
         catalogs: CatalogCache | None = None,
     ) -> None:
         self._mirror = mirror
-        self._writer = writer
         self._catalog = catalog
         self._creator = creator
         self._unavailable = unavailable
@@ -158,10 +121,8 @@ class Provisioner:
         # Catalog indexes built once per catalog, not on every solve (tens of ms each); shared
         # with the disruption controller's simulations when the service passes one.
         self._catalogs = catalogs if catalogs is not None else CatalogCache()
-        self._sent = _Remembered(_EVENT_MEMORY)
-        self._nominated: OrderedDict[str, None] = OrderedDict()
-        self._event_tasks: set[asyncio.Task[None]] = set()
-        self._event_slots = asyncio.Semaphore(_EVENT_CONCURRENCY)
+        self._validator = PoolValidator(mirror=mirror, writer=writer)
+        self._events = PodEvents(mirror=mirror, writer=writer, metrics=metrics)
         self.rounds = 0
         self.last_round: RoundResult | None = None
         self.last_window: BatchWindow | None = None
@@ -182,7 +143,7 @@ class Provisioner:
                 if old is None or not is_provisionable_pod(old):
                     self.batcher.trigger()
             elif new is not None and old is not None:
-                self._observe_binding(old, new)
+                self._events.observe_binding(old, new)
         elif resource == NODE_CLAIMS:
             if change.type == "DELETED":
                 self.batcher.trigger()
@@ -198,18 +159,6 @@ class Provisioner:
                 and first_unresolved(conditions_of(change.new)) is None
             ):
                 self.batcher.trigger()  # its selectors resolve again: its pools take pods
-
-    def _observe_binding(self, old: KubeObject, new: KubeObject) -> None:
-        uid = _uid(new)
-        if uid not in self._nominated:
-            return
-        if (old.get("spec") or {}).get("nodeName") or not (new.get("spec") or {}).get("nodeName"):
-            return
-        del self._nominated[uid]
-        created = (new.get("metadata") or {}).get("creationTimestamp")
-        moment = parse_timestamp(created)
-        if moment is not None:
-            self._metrics.pod_bound_seconds.observe(max(0.0, (utc_now() - moment).total_seconds()))
 
     async def run(self) -> NoReturn:
         """Provision each batch as it closes, forever; a failed round is logged, not fatal."""
@@ -249,9 +198,7 @@ class Provisioner:
 
     async def close(self) -> None:
         """Wait briefly for the events being sent, then cancel what is left."""
-        for task in list(self._event_tasks):
-            task.cancel()
-        await asyncio.gather(*self._event_tasks, return_exceptions=True)
+        await self._events.close()
 
     # -- one round ------------------------------------------------------------------------------
 
@@ -263,7 +210,7 @@ class Provisioner:
         snapshot = self._snapshotter.snapshot(pod_filter=is_provisionable_pod)
         result.timings["snapshot"] = self._clock() - started
         result.pending_pods = len(snapshot.pending_pods)
-        pools = await self._valid_pools(snapshot.nodepools, snapshot.invalid, result)
+        pools = await self._validator.valid_pools(snapshot.nodepools, snapshot.invalid, result)
         if not snapshot.pending_pods:
             return result
         result.timings["validate"] = self._clock() - started - result.timings["snapshot"]
@@ -286,11 +233,11 @@ class Provisioner:
                 log.info("provisioning_retry_without_exhausted_offerings", nodeclaim=name)
                 self.batcher.trigger()
         await self._catch_up(launched, result)
-        self._send_events(result, placements)
+        self._events.send(result, placements)
         return result
 
     async def _solve(
-        self, snapshot: CoreSnapshot, pools: list[_ValidPool], result: RoundResult
+        self, snapshot: CoreSnapshot, pools: list[ValidPool], result: RoundResult
     ) -> tuple[list[NodeClaimPlan], dict[str, str], dict[str, UnschedulablePod]]:
         """Solve per catalog group, highest weight first; pods one group cannot place go to
         the next. Returns the plans, pods placed on in-flight claims, and the unschedulable."""
@@ -299,7 +246,7 @@ class Provisioner:
         plans: list[NodeClaimPlan] = []
         placements: dict[str, str] = {}
         unschedulable: dict[str, UnschedulablePod] = {}
-        groups: dict[CatalogKey, list[_ValidPool]] = {}
+        groups: dict[CatalogKey, list[ValidPool]] = {}
         for pool in pools:
             groups.setdefault(pool.catalog_key, []).append(pool)
         ordered = sorted(groups.values(), key=lambda g: -max(p.model.weight for p in g))
@@ -347,94 +294,10 @@ class Provisioner:
             remaining = [pods_by_key[k] for k in left if k in pods_by_key]
         return plans, placements, unschedulable
 
-    async def _valid_pools(
-        self,
-        nodepools: Iterable[NodePool],
-        invalid: Iterable[InvalidObjectError],
-        result: RoundResult,
-    ) -> list[_ValidPool]:
-        mirror = self._mirror
-        for error in invalid:
-            if error.kind == "NodePool" and error.name:
-                result.invalid.append(str(error))
-                await self._validation(NODE_POOLS, error.name, str(error))
-        pools: list[_ValidPool] = []
-        for model in nodepools:
-            obj = mirror.get(NODE_POOLS, model.name)
-            if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            ref = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-                "nodeClassRef"
-            ) or {}
-            class_name = ref.get("name") if isinstance(ref, dict) else None
-            node_class = mirror.get(EC2_NODE_CLASSES, class_name) if class_name else None
-            if node_class is None:
-                message = (
-                    f"NodePool {model.name}: spec.template.spec.nodeClassRef: "
-                    f"EC2NodeClass {class_name!r} not found"
-                )
-                result.invalid.append(message)
-                await self._validation(NODE_POOLS, model.name, message)
-                continue
-            try:
-                key = catalog_key(node_class)
-                node_class_from_k8s(node_class)
-            except InvalidObjectError as error:
-                result.invalid.append(str(error))
-                await self._validation(EC2_NODE_CLASSES, str(class_name), str(error))
-                await self._validation(
-                    NODE_POOLS, model.name, f"EC2NodeClass {class_name} is invalid: {error}"
-                )
-                continue
-            await self._validation(EC2_NODE_CLASSES, str(class_name), None)
-            await self._validation(NODE_POOLS, model.name, None)
-            # Selector terms that resolve to nothing (the EC2NodeClass status controller's
-            # conditions): every launch would fail, so the pool takes no pods meanwhile.
-            unresolved = first_unresolved(conditions_of(node_class))
-            if unresolved is not None:
-                message = (
-                    f"NodePool {model.name}: EC2NodeClass {class_name} is not ready: "
-                    f"{unresolved.get('message') or unresolved.get('type')}"
-                )
-                result.invalid.append(message)
-                await self._condition(NODE_POOLS, model.name, NODECLASS_READY, message)
-                continue
-            await self._condition(NODE_POOLS, model.name, NODECLASS_READY, None)
-            pools.append(_ValidPool(model, obj, node_class, key))
-        return pools
-
-    async def _validation(self, resource: Any, name: str, problem: str | None) -> None:
-        await self._condition(resource, name, "ValidationSucceeded", problem)
-
-    async def _condition(
-        self, resource: Any, name: str, condition_type: str, problem: str | None
-    ) -> None:
-        obj = self._mirror.get(resource, name)
-        if obj is None:
-            return
-        failed = "ValidationFailed" if condition_type == "ValidationSucceeded" else "NotReady"
-        try:
-            await ensure_condition(
-                self._writer,
-                resource,
-                obj,
-                condition_type,
-                "False" if problem else "True",
-                reason=failed if problem else condition_type,
-                message=problem or "",
-            )
-        except KubeApiError as error:
-            log.warning(
-                "status_condition_write_failed",
-                name=name,
-                condition=condition_type,
-                error=str(error),
-            )
-
     async def _create_and_launch(
         self,
         plans: list[NodeClaimPlan],
-        pools: dict[str, _ValidPool],
+        pools: dict[str, ValidPool],
         result: RoundResult,
     ) -> list[LaunchResult]:
         loop = asyncio.get_running_loop()
@@ -488,51 +351,6 @@ class Provisioner:
                     await asyncio.sleep(0.005)
         except TimeoutError:
             log.warning("mirror_catch_up_timeout", claims=len(result.launches))
-
-    # -- events -------------------------------------------------------------------------------
-
-    def _send_events(self, result: RoundResult, placements: dict[str, str]) -> None:
-        work: list[tuple[KubeObject, str, str, bool]] = []
-        claim_for_pod: dict[str, str] = dict(placements)
-        for name, plan in result.plans.items():
-            if result.launches.get(name) is LaunchOutcome.LAUNCHED:
-                for key in plan.pods:
-                    claim_for_pod[key] = name
-        for key, claim_name in claim_for_pod.items():
-            pod = self._mirror.get(PODS, key)
-            if pod is None or not self._sent.add(("nominated", _uid(pod), claim_name)):
-                continue
-            self._nominated[_uid(pod)] = None
-            if len(self._nominated) > _EVENT_MEMORY:
-                self._nominated.popitem(last=False)
-            work.append(
-                (pod, "Nominated", f"Pod should schedule on: nodeclaim/{claim_name}", False)
-            )
-        for failure in result.unschedulable:
-            pod = self._mirror.get(PODS, failure.pod)
-            if pod is None or not self._sent.add(("failed", _uid(pod), failure.reason)):
-                continue
-            work.append((pod, "FailedProvisioning", failure.reason, True))
-        if not work:
-            return
-        task = asyncio.create_task(self._write_events(work))
-        self._event_tasks.add(task)
-        task.add_done_callback(self._event_tasks.discard)
-
-    async def _write_events(self, work: list[tuple[KubeObject, str, str, bool]]) -> None:
-        # A few writers take the items in turn: one task per Event held a task for each pod of
-        # a burst while it waited for a slot (7,600 at once in `bench.reaction --rss`).
-        items = iter(work)
-
-        async def writer() -> None:
-            for obj, reason, message, warning in items:
-                async with self._event_slots:
-                    try:
-                        await self._writer.event(obj, reason, message, warning=warning)
-                    except (KubeApiError, OSError) as error:
-                        log.debug("event_write_failed", reason=reason, error=str(error))
-
-        await asyncio.gather(*(writer() for _ in range(min(_EVENT_CONCURRENCY, len(work)))))
 
 
 def _at_least(current: str | None, wanted: str | None) -> bool:
