@@ -4,7 +4,9 @@ Reads Kubernetes objects (YAML or JSON, several documents or ``kind: List``): No
 (``daiku.dev/v1`` or ``karpenter.sh/v1``), NodeClaim, EC2NodeClass (ignored for solving),
 RuntimeClass (its overhead goes to the pods naming it), Pod, Deployment / ReplicaSet /
 StatefulSet / Job (expanded to their replicas), DaemonSet, Node (pods with ``spec.nodeName``
-run on it), PersistentVolumeClaim and PersistentVolume. The objects are converted by the live
+run on it), PersistentVolumeClaim, PersistentVolume and Namespace (its labels are what pod
+(anti-)affinity's namespaceSelector selects; a namespace without an object has only
+`kubernetes.io/metadata.name`). The objects are converted by the live
 scheduler's own converter (see "Reading manifests" below). Solves with ``scheduler_svc.core``
 against an instance-type catalog (``--catalog`` JSON as ``daiku catalog -o json`` prints it,
 else the bundled us-east-1 catalog) and prints the plan.
@@ -52,6 +54,7 @@ from scheduler_svc.kube.convert import (
 from scheduler_svc.kube.events import ObjectEvent
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
+    NAMESPACES,
     NODE_CLAIMS,
     NODE_POOLS,
     NODES,
@@ -74,8 +77,16 @@ MIRRORED_KINDS: dict[str, Resource] = {
     "DaemonSet": DAEMON_SETS,
     "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIMS,
     "PersistentVolume": PERSISTENT_VOLUMES,
+    "Namespace": NAMESPACES,
 }
-CLUSTER_SCOPED_KINDS = {"Node", "NodePool", "NodeClaim", "PersistentVolume", "RuntimeClass"}
+CLUSTER_SCOPED_KINDS = {
+    "Node",
+    "NodePool",
+    "NodeClaim",
+    "PersistentVolume",
+    "RuntimeClass",
+    "Namespace",
+}
 KNOWN_KINDS = ", ".join([*MIRRORED_KINDS, *sorted(WORKLOAD_KINDS), "RuntimeClass", "EC2NodeClass"])
 
 
@@ -544,6 +555,7 @@ def build_input(files: list[str], catalog: str | None) -> SchedulingInput:
         instance_types=tuple(load_catalog(catalog)),
         nodes=snapshot.nodes,
         daemonsets=snapshot.daemonsets,
+        namespaces=snapshot.namespaces,
     )
 
 

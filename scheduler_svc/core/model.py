@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from types import MappingProxyType
 
 from scheduler_svc.core.requirements import (
     LABEL_ALIASES,
@@ -150,22 +151,36 @@ class TopologySpreadConstraint:
 LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
 
+_NO_NAMESPACES: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+
+
+def namespace_labels(known: Mapping[str, Mapping[str, str]], namespace: str) -> Mapping[str, str]:
+    """The labels of ``namespace``: its Namespace object's (``known``, by name) with
+    ``kubernetes.io/metadata.name``, which the API server sets on every namespace; a namespace
+    not in ``known`` is taken to carry that label only."""
+    labels = known.get(namespace)
+    if labels is None:
+        return {LABEL_NAMESPACE_NAME: namespace}
+    return {**labels, LABEL_NAMESPACE_NAME: namespace}
+
+
 @dataclass(frozen=True)
 class NamespaceScope:
     """The namespaces whose pods a term counts: ``names``, plus every namespace ``selector``
-    selects (an empty selector selects all). Namespace labels other than
-    ``kubernetes.io/metadata.name`` are not known to the solver, so a selector on them selects
-    no namespace beyond ``names``."""
+    selects by its labels (an empty selector selects all)."""
 
     names: frozenset[str]
     selector: LabelSelector | None = None
 
-    def includes(self, namespace: str) -> bool:
-        """Whether pods in ``namespace`` count."""
+    def includes(
+        self, namespace: str, known: Mapping[str, Mapping[str, str]] = _NO_NAMESPACES
+    ) -> bool:
+        """Whether pods in ``namespace`` count; ``known`` holds the cluster's namespace labels
+        by name (see ``namespace_labels``)."""
         if namespace in self.names:
             return True
         return self.selector is not None and self.selector.matches(
-            {LABEL_NAMESPACE_NAME: namespace}
+            namespace_labels(known, namespace)
         )
 
 
@@ -391,7 +406,9 @@ class UnavailableOffering:
 @dataclass(frozen=True)
 class SchedulingInput:
     """One snapshot to solve. ``daemonsets`` are pod templates that will run on every new node
-    they tolerate and select."""
+    they tolerate and select. ``namespaces`` are the labels of the cluster's namespaces by name,
+    which pod (anti-)affinity's ``namespaceSelector`` selects on (see ``namespace_labels`` for a
+    namespace left out)."""
 
     pods: tuple[Pod, ...]
     nodepools: tuple[NodePool, ...]
@@ -399,6 +416,7 @@ class SchedulingInput:
     nodes: tuple[Node, ...] = ()
     daemonsets: tuple[Pod, ...] = ()
     unavailable_offerings: frozenset[UnavailableOffering] = frozenset()
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,7 @@ class SolverSetup:
         gid = self.group_ids.get(ident)
         if gid is None:
             gid = len(self.groups)
-            self.groups.append(Group(key, selector, namespaces))
+            self.groups.append(Group(key, selector, namespaces, self.problem.namespaces))
             self.group_ids[ident] = gid
         return gid
 
@@ -200,7 +200,7 @@ class SolverSetup:
         iid = self.inverse_ids.get(ident)
         if iid is None:
             iid = len(self.inverse)
-            self.inverse.append(Group(key, selector, namespaces))
+            self.inverse.append(Group(key, selector, namespaces, self.problem.namespaces))
             self.inverse_ids[ident] = iid
         return iid
 
@@ -324,7 +324,8 @@ class SolverSetup:
                     AffinityRef(
                         self._group(term.topology_key, selector, namespaces),
                         term.topology_key,
-                        namespaces.includes(cls.namespace) and selector.matches(cls.labels),
+                        selector.matches(cls.labels)
+                        and namespaces.includes(cls.namespace, self.problem.namespaces),
                         f"{what} on {term.topology_key}",
                     )
                 )

@@ -4,6 +4,7 @@ NodeClaims), NodePools with their running totals, topology groups, and how amoun
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler_svc.core.model import (
@@ -57,11 +58,15 @@ class Group:
     key: str
     selector: Requirements
     namespaces: NamespaceScope
+    # The cluster's namespace labels by name (SchedulingInput.namespaces).
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     counts: dict[object, int] = field(default_factory=dict)
     total: int = 0
 
     def matches(self, namespace: str, labels: dict[str, str]) -> bool:
-        return self.namespaces.includes(namespace) and self.selector.matches(labels)
+        return self.selector.matches(labels) and self.namespaces.includes(
+            namespace, self.namespace_labels
+        )
 
 
 @dataclass(frozen=True)

@@ -300,6 +300,7 @@ def build_snapshot(  # noqa: PLR0912, PLR0915 - one pass over the mirror's kinds
         pending_pods=core.pending_pods,
         disrupting=frozenset(busy),
         unavailable_offerings=unavailable,
+        namespaces=core.namespaces,
     )
 
 

@@ -475,7 +475,13 @@ def _host_ports(reader: _Reader, containers: list[Any], at: str) -> tuple[HostPo
     return tuple(ports)
 
 
-# -- nodes, NodeClaims, NodePools ----------------------------------------------------------------
+# -- namespaces, nodes, NodeClaims, NodePools -----------------------------------------------------
+
+
+def namespace_labels_from_k8s(obj: KubeObject) -> dict[str, str]:
+    """A Namespace's labels (what pod (anti-)affinity's namespaceSelector selects on)."""
+    reader = _Reader(obj, "Namespace")
+    return reader.strings(reader.metadata.get("labels"), "metadata.labels")
 
 
 def node_from_k8s(obj: KubeObject, *, pods: Iterable[Pod] = ()) -> Node:

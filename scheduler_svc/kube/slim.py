@@ -31,7 +31,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from scheduler_svc.kube.resources import NODE_CLAIMS, NODES, PODS, KubeObject, Resource
+from scheduler_svc.kube.resources import (
+    NAMESPACES,
+    NODE_CLAIMS,
+    NODES,
+    PODS,
+    KubeObject,
+    Resource,
+)
 
 _CONTAINER_FIELDS = ("name", "resources", "ports", "restartPolicy")
 _POD_STATUS_FIELDS = (
@@ -185,8 +192,20 @@ def compact_object(obj: KubeObject) -> KubeObject:
     return result
 
 
+def slim_namespace(namespace: KubeObject) -> KubeObject:
+    """A Namespace as the scheduler reads it: name, labels (a namespaceSelector's input) and
+    what the mirror needs to replace it (resourceVersion)."""
+    metadata = namespace.get("metadata")
+    if not isinstance(metadata, dict):
+        return namespace
+    kept = {k: v for k, v in metadata.items() if k in ("name", "labels", "resourceVersion")}
+    result: KubeObject = compact({"metadata": kept})
+    return result
+
+
 SLIMMERS: dict[Resource, Callable[[KubeObject], KubeObject]] = {
     PODS: slim_pod,
     NODES: slim_node,
     NODE_CLAIMS: compact_object,
+    NAMESPACES: slim_namespace,
 }

@@ -279,6 +279,7 @@ class Provisioner:
                     nodes=snapshot.nodes,
                     daemonsets=snapshot.daemonsets,
                     unavailable_offerings=unavailable,
+                    namespaces=snapshot.namespaces,
                 ),
                 catalogs=self._catalogs,
             )

@@ -25,6 +25,7 @@ from scheduler_svc.kube.events import EventType, ObjectEvent, Sleep, Synced, Wat
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     EC2_NODE_CLASSES,
+    NAMESPACES,
     NODE_CLAIMS,
     NODE_POOLS,
     NODES,
@@ -63,6 +64,8 @@ MIRRORED_RESOURCES: tuple[Resource, ...] = (
     POD_DISRUPTION_BUDGETS,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    # Their labels, for pod (anti-)affinity's namespaceSelector.
+    NAMESPACES,
 )
 
 _TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})

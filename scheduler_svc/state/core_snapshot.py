@@ -31,6 +31,7 @@ from scheduler_svc.core.requirements import LABEL_KARPENTER_NODEPOOL, LABEL_NODE
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.convert import (
     daemonset_pod_from_k8s,
+    namespace_labels_from_k8s,
     node_from_k8s,
     node_from_nodeclaim,
     nodepool_from_k8s,
@@ -39,6 +40,7 @@ from scheduler_svc.kube.convert import (
 )
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
+    NAMESPACES,
     NODE_CLAIMS,
     NODE_POOLS,
     NODES,
@@ -71,6 +73,7 @@ class CoreSnapshot:
     `nodes` holds registered nodes, then NodeClaims whose node has not registered yet
     (`is_in_flight=True`, named after the claim). Each node carries its running pods.
     `pending_pods` are those the pod filter accepted (default: unbound and not finished).
+    `namespaces` holds each namespace's labels by name (empty when the mirror holds none).
     """
 
     generation: int
@@ -79,6 +82,7 @@ class CoreSnapshot:
     nodepools: tuple[NodePool, ...]
     daemonsets: tuple[Pod, ...]
     invalid: tuple[InvalidObjectError, ...]
+    namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
 
 
 def _is_deleting(obj: KubeObject) -> bool:
@@ -239,6 +243,7 @@ class CoreSnapshotter:
         daemonsets = (
             models(DAEMON_SETS, daemonset_pod_from_k8s) if DAEMON_SETS in mirror.resources else []
         )
+        namespaces = self._namespaces(invalid)
         return CoreSnapshot(
             generation=mirror.generation,
             pending_pods=pending,
@@ -246,7 +251,20 @@ class CoreSnapshotter:
             nodepools=tuple(nodepools),
             daemonsets=tuple(daemonsets),
             invalid=tuple(invalid),
+            namespaces=namespaces,
         )
+
+    def _namespaces(self, invalid: list[InvalidObjectError]) -> dict[str, Mapping[str, str]]:
+        """Each mirrored namespace's labels by name; malformed ones go to `invalid`."""
+        namespaces: dict[str, Mapping[str, str]] = {}
+        if NAMESPACES in self._mirror.resources:
+            for name, obj in self._mirror.objects(NAMESPACES).items():
+                labels = self._convert(obj, namespace_labels_from_k8s)
+                if isinstance(labels, InvalidObjectError):
+                    invalid.append(labels)
+                else:
+                    namespaces[name] = labels
+        return namespaces
 
 
 def _taint_keys(taints: object) -> set[str]:

@@ -7,12 +7,13 @@ test or document it follows.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
 from daiku_cli.main import app
 
-from .test_plan import deployment, nodepool, write
+from .test_plan import deployment, nodepool, plan_json, write
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -63,3 +64,67 @@ def test_explain_names_the_preferences_a_placed_pod_lost(tmp_path: Path) -> None
         f"Preferences relaxed: preferred node affinity (weight 100): {ZONE} In [mars-1]\n" in picky
     )
     assert "Preferences relaxed: none\n" in plain
+
+
+def _node_running_db_in(namespace: str) -> list[dict[str, Any]]:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "ip-10-0-0-1",
+            "labels": {"kubernetes.io/hostname": "ip-10-0-0-1", ZONE: "us-east-1a"},
+        },
+        "status": {"allocatable": {"cpu": "3920m", "memory": "14Gi", "pods": "58"}},
+    }
+    db = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "db", "namespace": namespace, "labels": {"app": "db"}},
+        "spec": {
+            "nodeName": "ip-10-0-0-1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}],
+        },
+    }
+    return [node, db]
+
+
+def test_namespace_objects_give_a_namespace_selector_its_labels(tmp_path: Path) -> None:
+    """Required anti-affinity to app=db pods in namespaces labelled team=data: with Namespace
+    "warehouse" (team=data) in the manifests, the web pod keeps off the node running db there
+    and gets a new node; labelled team=web, the namespace is not selected and web joins the
+    node (Kubernetes: namespaceSelector is "a label query over the set of namespaces",
+    concepts/scheduling-eviction/assign-pod-node; Karpenter topology.go buildNamespaceList)."""
+    avoid_data_dbs = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app": "db"}},
+                    "namespaceSelector": {"matchLabels": {"team": "data"}},
+                }
+            ]
+        }
+    }
+
+    def plan_with(team: str) -> dict[str, Any]:
+        warehouse = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "warehouse", "labels": {"team": team}},
+        }
+        manifests = write(
+            tmp_path,
+            f"{team}.yaml",
+            nodepool(),
+            warehouse,
+            *_node_running_db_in("warehouse"),
+            deployment("web", 1, {"cpu": "500m"}, affinity=avoid_data_dbs),
+        )
+        return plan_json("-f", str(manifests))
+
+    data, web = plan_with("data"), plan_with("web")
+
+    assert data["existingNodePlacements"] == []
+    assert [c["pods"] for c in data["nodeClaims"]] == [["default/web-0"]]
+    assert web["existingNodePlacements"] == [{"node": "ip-10-0-0-1", "pods": ["default/web-0"]}]
+    assert web["nodeClaims"] == []

@@ -189,6 +189,7 @@ class _Pass:
                 nodes=tuple(nodes),
                 daemonsets=self.snapshot.daemonsets,
                 unavailable_offerings=self.snapshot.unavailable_offerings,
+                namespaces=self.snapshot.namespaces,
             ),
             catalogs=self.catalogs,
         )

@@ -202,6 +202,8 @@ class DisruptionSnapshot:
     pending_pods: tuple[Pod, ...] = ()
     disrupting: frozenset[str] = frozenset()
     unavailable_offerings: frozenset[UnavailableOffering] = frozenset()
+    # Namespace labels by name, for pod (anti-)affinity's namespaceSelector.
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def candidate(self, name: str) -> Candidate | None:
         """The candidate named ``name``."""

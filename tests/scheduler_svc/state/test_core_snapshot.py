@@ -7,6 +7,7 @@ from typing import Any
 from scheduler_svc.kube.events import ObjectEvent, Synced
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
+    NAMESPACES,
     NODE_CLAIMS,
     NODE_POOLS,
     NODES,
@@ -73,6 +74,7 @@ def fill(mirror: ClusterMirror, **objects: list[dict[str, Any]]) -> None:
         "daemonsets": DAEMON_SETS,
         "pvcs": PERSISTENT_VOLUME_CLAIMS,
         "pvs": PERSISTENT_VOLUMES,
+        "namespaces": NAMESPACES,
     }
     for resource in MIRRORED_RESOURCES:
         name = next((k for k, v in by_name.items() if v == resource), None)
@@ -221,3 +223,32 @@ def test_snapshotters_of_one_mirror_share_models_and_drop_those_of_changed_objec
     assert len(mirror.derived) == cached - 2
     disruption.snapshot()
     assert disruption.conversions == 1  # only the modified p1
+
+
+def test_namespaces_labels_are_in_the_snapshot_and_follow_changes() -> None:
+    """The mirror watches Namespaces (issue 19: a namespaceSelector selects by their labels);
+    the snapshot maps each name to its labels, a relabelled namespace shows its new labels,
+    and a Namespace with malformed labels is reported, not fatal."""
+    mirror = ClusterMirror()
+
+    def namespace(name: str, rv: str, labels: object) -> dict[str, Any]:
+        return {"metadata": {"name": name, "resourceVersion": rv, "labels": labels}}
+
+    fill(
+        mirror,
+        namespaces=[
+            namespace("warehouse", "1", {"team": "data"}),
+            namespace("shop", "1", None),
+            namespace("broken", "1", ["team"]),
+        ],
+    )
+    snapshotter = CoreSnapshotter(mirror)
+    first = snapshotter.snapshot()
+    mirror.handle(ObjectEvent(NAMESPACES, "MODIFIED", namespace("shop", "2", {"team": "web"})))
+    second = snapshotter.snapshot()
+
+    assert first.namespaces == {"warehouse": {"team": "data"}, "shop": {}}
+    assert [(e.kind, e.name, e.field) for e in first.invalid] == [
+        ("Namespace", "broken", "metadata.labels")
+    ]
+    assert second.namespaces["shop"] == {"team": "web"}
