@@ -116,6 +116,8 @@ class OutputFormat(StrEnum):
 def _table(document: dict[str, Any]) -> str:
     header = f"{'NAME':<22}{'CPU':>6}{'MEMORY':>12}{'PODS':>6}{'ALLOC CPU':>11}"
     header += f"{'ALLOC MEMORY':>14}{'OD $/H':>10}{'SPOT MIN $/H':>14}"
+    if any("overlays" in item for item in document["instanceTypes"]):
+        header += "  OVERLAYS"
     lines = [header]
     for item in document["instanceTypes"]:
         prices: dict[str, list[float]] = {"on-demand": [], "spot": []}
@@ -127,9 +129,22 @@ def _table(document: dict[str, Any]) -> str:
         lines.append(
             f"{item['name']:<22}{capacity['cpu']:>6}{capacity['memory']:>12}"
             f"{capacity['pods']:>6}{allocatable['cpu']:>11}{allocatable['memory']:>14}"
-            f"{od:>10}{spot:>14}"
+            f"{od:>10}{spot:>14}  {','.join(item.get('overlays', []))}".rstrip()
         )
     return "\n".join(lines)
+
+
+def _with_overlays(document: dict[str, Any], filenames: list[str]) -> dict[str, Any]:
+    from daiku_cli.overlays import overlay_catalog_document
+    from daiku_cli.plan import PlanInputError, instance_types_from_document, read_overlays
+
+    try:
+        overlays = read_overlays(filenames)
+    except PlanInputError as exc:
+        typer.echo(f"daiku catalog: {exc}", err=True)
+        raise typer.Exit(exit_codes.BAD_INPUT) from None
+    base = instance_types_from_document(document, "catalog")
+    return overlay_catalog_document(document, base, overlays)
 
 
 @app.command(name="catalog", cls=DaikuCommand)
@@ -138,9 +153,18 @@ def catalog(
     output: Annotated[
         OutputFormat, typer.Option("--output", "-o", help="json or table.")
     ] = OutputFormat.json,
+    filenames: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filename",
+            "-f",
+            help="Manifests whose NodeOverlays are applied (repeatable; other kinds ignored).",
+        ),
+    ] = None,
 ) -> None:
     """Print the instance-type catalog (capacity, allocatable, labels, offerings), offline,
-    sizes in natural order (c5.large, c5.xlarge, c5.2xlarge, …, c5.metal)."""
+    sizes in natural order (c5.large, c5.xlarge, c5.2xlarge, …, c5.metal); with -f, as the
+    NodeOverlays in those files change it."""
     if region not in (regions := priced_regions()):
         typer.echo(
             f"daiku catalog: no bundled data for region {region!r}; "
@@ -154,4 +178,6 @@ def catalog(
         typer.echo(f"daiku catalog: {exc}", err=True)
         raise typer.Exit(exit_codes.BAD_INPUT) from exc
     document["instanceTypes"].sort(key=lambda item: natural_order_key(item["name"]))
+    if filenames:
+        document = _with_overlays(document, filenames)
     typer.echo(json.dumps(document, indent=2) if output is OutputFormat.json else _table(document))

@@ -3,6 +3,7 @@
 Accepted inputs (one YAML/JSON document each):
 - karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass: same fields, new apiVersion;
 - karpenter.sh/v1beta1 NodePool, karpenter.k8s.aws/v1beta1 EC2NodeClass;
+- karpenter.sh/v1alpha1 NodeOverlay: same fields, daiku.dev/v1alpha1;
 - karpenter.sh/v1alpha5 Provisioner (inline `provider` or `providerRef`) and
   karpenter.k8s.aws/v1alpha1 AWSNodeTemplate, as in Karpenter before v0.32.
 
@@ -32,6 +33,7 @@ from scheduler_svc.core.requirements import Operator
 
 DAIKU_API_VERSION = "daiku.dev/v1"
 DAIKU_GROUP = "daiku.dev"
+DAIKU_OVERLAY_API_VERSION = "daiku.dev/v1alpha1"
 
 # Written into generated EC2NodeClasses when the input does not say; a warning asks to replace it.
 CLUSTER_NAME_PLACEHOLDER = "CLUSTER_NAME"
@@ -54,6 +56,9 @@ _TEMPLATE_SPEC_FIELDS = frozenset(
         "expireAfter",
         "terminationGracePeriod",
     }
+)
+_NODEOVERLAY_SPEC_FIELDS = frozenset(
+    {"requirements", "price", "priceAdjustment", "capacity", "weight"}
 )
 _DISRUPTION_FIELDS = frozenset({"consolidationPolicy", "consolidateAfter", "budgets"})
 _EC2NODECLASS_SPEC_FIELDS = frozenset(
@@ -558,7 +563,9 @@ class _Converter:
                 out[str(key)] = str(value)
         return out
 
-    def requirements(self, source: Any, ref: str, path: str) -> list[dict[str, Any]]:
+    def requirements(
+        self, source: Any, ref: str, path: str, *, drop_reserved: bool = True
+    ) -> list[dict[str, Any]]:
         if not isinstance(source, list):
             raise ConversionError(f"{ref}: {path}: expected a list")
         out: list[dict[str, Any]] = []
@@ -568,7 +575,7 @@ class _Converter:
             if "key" not in requirement or "operator" not in requirement:
                 raise ConversionError(f"{ref}: {item_path}: key and operator are required")
             key = str(requirement["key"])
-            if key in _RESERVED_LABELS:
+            if key in _RESERVED_LABELS and drop_reserved:
                 self.warn(ref, f"{item_path}.key", f"{key} is set by daiku itself; dropped")
                 continue
             operator = str(requirement["operator"])
@@ -592,6 +599,29 @@ class _Converter:
                 self.warn(ref, f"{item_path}.{extra}", "no daiku equivalent; dropped")
             out.append(converted)
         return out
+
+    def nodeoverlay_v1alpha1(self, document: Mapping[str, Any], ref: str) -> dict[str, Any]:
+        """karpenter.sh/v1alpha1 NodeOverlay: the same fields under daiku.dev/v1alpha1."""
+        spec = self.keep(
+            _mapping(document.get("spec", {}), ref, "spec"), _NODEOVERLAY_SPEC_FIELDS, ref, "spec"
+        )
+        if "requirements" in spec:
+            # Kept whole, NodePool keys too: dropping one would widen the overlay. daiku's
+            # instance types carry no NodePool label, so such a requirement matches nothing.
+            spec["requirements"] = self.requirements(
+                spec["requirements"], ref, "spec.requirements", drop_reserved=False
+            )
+            for i, requirement in enumerate(spec["requirements"]):
+                if requirement["key"] in _RESERVED_LABELS:
+                    self.warn(
+                        ref,
+                        f"spec.requirements[{i}].key",
+                        f"daiku applies overlays per instance type, not per NodePool: "
+                        f"{requirement['key']} matches no instance type",
+                    )
+        converted = _daiku_object("NodeOverlay", document, spec)
+        converted["apiVersion"] = DAIKU_OVERLAY_API_VERSION
+        return converted
 
     def attach_pending_kubelet(self, objects: list[dict[str, Any]]) -> None:
         """Move Provisioners' kubeletConfiguration onto the EC2NodeClass they reference."""
@@ -644,6 +674,8 @@ _HANDLERS: dict[tuple[str, str], _Handler] = {
     ("karpenter.k8s.aws/v1beta1", "EC2NodeClass"): lambda c, d, r: [c.ec2nodeclass_v1(d, r)],
     (DAIKU_API_VERSION, "EC2NodeClass"): lambda c, d, r: [c.ec2nodeclass_v1(d, r)],
     ("karpenter.sh/v1alpha5", "Provisioner"): lambda c, d, r: c.provisioner(d, r),
+    ("karpenter.sh/v1alpha1", "NodeOverlay"): lambda c, d, r: [c.nodeoverlay_v1alpha1(d, r)],
+    (DAIKU_OVERLAY_API_VERSION, "NodeOverlay"): lambda c, d, r: [c.nodeoverlay_v1alpha1(d, r)],
     ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate"): lambda c, d, r: [c.awsnodetemplate(d, r)],
 }
 

@@ -45,6 +45,7 @@ from scheduler_svc.core import (
     explain_pod,
     solve,
 )
+from scheduler_svc.core.overlay import NodeOverlay, apply_overlays
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.convert import (
     cached_resource_units,
@@ -56,6 +57,7 @@ from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     NAMESPACES,
     NODE_CLAIMS,
+    NODE_OVERLAYS,
     NODE_POOLS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
@@ -67,6 +69,7 @@ from scheduler_svc.state.cluster import ClusterMirror, is_pending_pod
 from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
 
 NODEPOOL_API_VERSIONS = {"daiku.dev/v1", "karpenter.sh/v1"}
+NODEOVERLAY_API_VERSIONS = {"daiku.dev/v1alpha1", "karpenter.sh/v1alpha1"}
 WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Job"}
 # Kinds plan reads, by the mirror resource they go to (the live scheduler's watches).
 MIRRORED_KINDS: dict[str, Resource] = {
@@ -74,6 +77,7 @@ MIRRORED_KINDS: dict[str, Resource] = {
     "Node": NODES,
     "NodePool": NODE_POOLS,
     "NodeClaim": NODE_CLAIMS,
+    "NodeOverlay": NODE_OVERLAYS,
     "DaemonSet": DAEMON_SETS,
     "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIMS,
     "PersistentVolume": PERSISTENT_VOLUMES,
@@ -83,6 +87,7 @@ CLUSTER_SCOPED_KINDS = {
     "Node",
     "NodePool",
     "NodeClaim",
+    "NodeOverlay",
     "PersistentVolume",
     "RuntimeClass",
     "Namespace",
@@ -198,10 +203,11 @@ def read_manifests(paths: list[str]) -> Manifests:
         where = f"{source}: {kind} {display}"
         if not name or not isinstance(name, str):
             raise PlanInputError(f"{where}: field metadata.name: required")
-        if kind == "NodePool" and obj.get("apiVersion") not in NODEPOOL_API_VERSIONS:
+        versions = {"NodePool": NODEPOOL_API_VERSIONS, "NodeOverlay": NODEOVERLAY_API_VERSIONS}
+        if kind in versions and obj.get("apiVersion") not in versions[kind]:
             raise PlanInputError(
                 f"{where}: field apiVersion: {obj.get('apiVersion')!r} is not one of "
-                f"{sorted(NODEPOOL_API_VERSIONS)}"
+                f"{sorted(versions[kind])}"
             )
         out.sources[(kind, display)] = source
         resource = MIRRORED_KINDS.get(kind)
@@ -354,6 +360,19 @@ def _problem(manifests: Manifests) -> tuple[list[Pod], CoreSnapshot]:
         except InvalidObjectError as error:
             raise _error(manifests, error) from None
     return pending, snapshot
+
+
+def read_overlays(paths: list[str]) -> tuple[NodeOverlay, ...]:
+    """The NodeOverlays of these files (other objects are read and ignored), converted as the
+    live scheduler converts them; raises PlanInputError naming a bad one."""
+    manifests = read_manifests(paths)
+    mirror = ClusterMirror((NODE_OVERLAYS,), transforms={})
+    for obj in manifests.objects.get(NODE_OVERLAYS, {}).values():
+        mirror.handle(ObjectEvent(NODE_OVERLAYS, "ADDED", obj))
+    overlays, invalid = CoreSnapshotter(mirror).overlays()
+    if invalid:
+        raise _error(manifests, invalid[0])
+    return overlays
 
 
 # ---------------------------------------------------------------------------------------------
@@ -547,19 +566,38 @@ _RENDER: dict[OutputFormat, Callable[[dict[str, Any]], str]] = {
 
 
 def build_input(files: list[str], catalog: str | None) -> SchedulingInput:
-    """Read manifests and catalog into one solver input (raises PlanInputError)."""
+    """Read manifests and catalog into one solver input, NodeOverlays applied to the catalog
+    (raises PlanInputError)."""
+    return read_plan_input(files, catalog).problem
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """The solver input, and what `--explain` reports beyond it: the catalog before the
+    NodeOverlays and the overlays themselves."""
+
+    problem: SchedulingInput
+    base_catalog: tuple[InstanceType, ...]
+    overlays: tuple[NodeOverlay, ...]
+
+
+def read_plan_input(files: list[str], catalog: str | None) -> PlanInput:
+    """`build_input` with the catalog before overlays and the overlays kept."""
     pending, snapshot = _problem(read_manifests(files))
-    return SchedulingInput(
+    base = tuple(load_catalog(catalog))
+    problem = SchedulingInput(
         pods=tuple(pending),
         nodepools=snapshot.nodepools,
-        instance_types=tuple(load_catalog(catalog)),
+        instance_types=apply_overlays(base, snapshot.overlays),
         nodes=snapshot.nodes,
         daemonsets=snapshot.daemonsets,
         namespaces=snapshot.namespaces,
     )
+    return PlanInput(problem, base, snapshot.overlays)
 
 
-def _explain(problem: SchedulingInput, result: SchedulingResult, pod: str) -> str:
+def _explain(planned: PlanInput, result: SchedulingResult, pod: str) -> str:
+    problem = planned.problem
     key = pod if "/" in pod else f"default/{pod}"
     explanation = explain_pod(problem, key)
     outcome = next(
@@ -586,6 +624,11 @@ def _explain(problem: SchedulingInput, result: SchedulingResult, pod: str) -> st
         f"NodePools ruled out: {explanation.nodepools_ruled_out} of {explanation.nodepools_total}",
         *explanation.lines,
     ]
+    claim = next((c for c in result.new_claims if key in c.pods), None)
+    if planned.overlays and claim is not None:
+        from daiku_cli.overlays import explain_overlays
+
+        lines += explain_overlays(planned.base_catalog, planned.overlays, claim)
     return "\n".join(lines)
 
 
@@ -621,7 +664,8 @@ def plan(
 ) -> None:
     """Show which NodeClaims daiku would launch for these manifests, and why."""
     try:
-        problem = build_input(filenames, catalog)
+        planned = read_plan_input(filenames, catalog)
+        problem = planned.problem
         if explain is not None:
             _check_explained(problem, explain)
     except PlanInputError as exc:
@@ -631,7 +675,7 @@ def plan(
     result = solve(problem)
     solve_seconds = time.perf_counter() - started
     if explain is not None:
-        typer.echo(_explain(problem, result, explain))
+        typer.echo(_explain(planned, result, explain))
     else:
         typer.echo(_RENDER[output](plan_document(result, solve_seconds)))
     if result.unschedulable and not allow_unschedulable:

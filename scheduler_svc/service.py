@@ -50,6 +50,7 @@ from scheduler_svc.provisioning.provisioner import Provisioner
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.settings import SchedulerSettings
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
+from scheduler_svc.state.core_snapshot import CoreSnapshotter
 
 log = structlog.get_logger("scheduler_svc")
 
@@ -212,7 +213,10 @@ class SchedulerService:
     def _build(self, api: KubeApiClient, actuator: ActuatorClient) -> None:
         settings = self.settings
         writer = KubeWriter(KubeObjects(api))
-        catalog = InstanceTypeCatalog(actuator)
+        overlays = CoreSnapshotter(self.mirror)
+        # NodeOverlays from the mirror, applied to every catalog read (invalid ones are left
+        # out; the provisioner reports them).
+        catalog = InstanceTypeCatalog(actuator, overlays=lambda: overlays.overlays()[0])
         # One set of catalog indexes for the provisioner's solves and disruption's simulations
         # (both run on the event loop's thread); more entries for consolidation's subsets.
         catalog_indexes = CatalogCache(size=16)

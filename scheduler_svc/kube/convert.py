@@ -50,6 +50,7 @@ from scheduler_svc.core.nodeclass import (
     SubnetTerm,
     pairs,
 )
+from scheduler_svc.core.overlay import BASE_RESOURCES, NodeOverlay, OverlayError, PriceAdjustment
 from scheduler_svc.core.quantity import QuantityError, resource_units
 from scheduler_svc.core.requirements import (
     LABEL_HOSTNAME,
@@ -749,4 +750,47 @@ def kubelet_from_k8s(obj: KubeObject) -> KubeletSpec | None:
         pods_per_core=None
         if pods_per_core is None
         else reader.integer(pods_per_core, "spec.kubelet.podsPerCore"),
+    )
+
+
+# -- NodeOverlays -------------------------------------------------------------------------------
+
+
+def node_overlay_from_k8s(obj: KubeObject) -> NodeOverlay:
+    """A NodeOverlay (``daiku.dev/v1alpha1``, Karpenter's ``karpenter.sh/v1alpha1`` fields)."""
+    reader = _Reader(obj, "NodeOverlay")
+    spec = reader.mapping(obj.get("spec"), "spec")
+    price_text = spec.get("price")
+    adjustment_text = spec.get("priceAdjustment")
+    if price_text is not None and adjustment_text is not None:
+        raise reader.error("spec", "cannot set both 'price' and 'priceAdjustment'")
+    price: float | None = None
+    if price_text is not None:
+        try:
+            price = float(reader.text(str(price_text), "spec.price"))
+        except ValueError:
+            raise reader.error("spec.price", f"{price_text!r} is not a price") from None
+        if price < 0:
+            raise reader.error("spec.price", f"{price_text!r} is negative")
+    adjustment: PriceAdjustment | None = None
+    if adjustment_text is not None:
+        try:
+            adjustment = PriceAdjustment.parse(
+                reader.text(str(adjustment_text), "spec.priceAdjustment")
+            )
+        except OverlayError as error:
+            raise reader.error("spec.priceAdjustment", str(error)) from None
+    capacity = reader.resources(spec.get("capacity"), "spec.capacity")
+    for resource in sorted(BASE_RESOURCES.intersection(capacity)):
+        raise reader.error(
+            f"spec.capacity.{resource}", "only extended resources may be added, not " + resource
+        )
+    weight = reader.integer(spec.get("weight"), "spec.weight", default=0)
+    return NodeOverlay(
+        name=reader.name,
+        requirements=reader.requirements(spec.get("requirements"), "spec.requirements"),
+        price=price,
+        price_adjustment=adjustment,
+        capacity=tuple(sorted(capacity.items())),
+        weight=weight,
     )

@@ -62,6 +62,7 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 NODE_POOLS = Resource(DAIKU_GROUP, "v1", "nodepools", "NodePool", namespaced=False)
 NODE_CLAIMS = Resource(DAIKU_GROUP, "v1", "nodeclaims", "NodeClaim", namespaced=False)
 EC2_NODE_CLASSES = Resource(DAIKU_GROUP, "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False)
+NODE_OVERLAYS = Resource(DAIKU_GROUP, "v1alpha1", "nodeoverlays", "NodeOverlay", namespaced=False)
 
 
 def object_key(obj: KubeObject) -> str:

@@ -251,7 +251,10 @@ class LifecycleController:
     def _reconcile_initialized(
         self, name: str, claim: KubeObject, node: KubeObject | None, now: datetime
     ) -> None:
-        """Initialized once the Node is Ready and its startup/unregistered taints are gone."""
+        """Initialized once the Node is Ready, its startup/unregistered taints are gone and it
+        reports every extended resource the claim requested (Karpenter's
+        RequestedResourcesRegistered: a device plugin, or the resources a NodeOverlay promised,
+        may come after the kubelet)."""
         if is_condition_true(claim, "Initialized"):
             self._done.pop((name, "initialized"), None)
         elif node is not None and not self._awaiting_mirror(name, "initialized", now):
@@ -265,6 +268,7 @@ class LifecycleController:
                 _is_node_ready(node)
                 and not (startup_keys & node_keys)
                 and UNREGISTERED_TAINT_KEY not in node_keys
+                and _requested_resources_registered(claim, node)
             ):
                 self._spawn(name, self._initialize(name))
 
@@ -455,3 +459,17 @@ class LifecycleController:
                 await self._writer.patch_nodepool_status(name, {"resources": resources})
             except KubeApiError as error:
                 log.warning("nodepool_status_write_failed", nodepool=name, error=str(error))
+
+
+_BASE_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
+
+
+def _requested_resources_registered(claim: KubeObject, node: KubeObject) -> bool:
+    """Whether the Node's allocatable has every extended resource the claim requests."""
+    requests = ((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return all(
+        str(allocatable.get(name, "0")) not in ("0", "")
+        for name, amount in requests.items()
+        if name not in _BASE_RESOURCES and str(amount) not in ("0", "")
+    )

@@ -4,6 +4,12 @@ Allocatable depends on the EC2NodeClass (kubelet reservations, maxPods, root vol
 catalog is fetched per distinct (kubelet, root volume) and cached `ttl_seconds` (prices and
 availability move slowly; exhausted offerings the scheduler learns about are tracked apart, in
 `UnavailableOfferingsCache`). `clock` is injected (seconds, monotonic).
+
+NodeOverlays (`overlays`, read from the mirror on every call) are applied here, so every reader
+of the catalog (provisioning, disruption's simulations, a launched claim's capacity) sees the
+same adjusted prices and extended resources. The adjusted catalog is cached per fetched
+catalog and overlay set: the same tuple comes back until either changes, which keeps the
+solver's catalog indexes cached.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Protocol
 
 from scheduler_svc.core.model import InstanceType
 from scheduler_svc.core.nodeclass import KubeletSpec
+from scheduler_svc.core.overlay import NodeOverlay, apply_overlays
 from scheduler_svc.kube.convert import kubelet_from_k8s, node_class_from_k8s
 from scheduler_svc.kube.resources import KubeObject
 
@@ -43,11 +50,31 @@ class InstanceTypeCatalog:
         *,
         ttl_seconds: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        overlays: Callable[[], tuple[NodeOverlay, ...]] = tuple,
     ) -> None:
         self._source = source
         self._ttl_seconds = ttl_seconds
         self._clock = clock
+        self._overlays = overlays
         self._cache: dict[CatalogKey, tuple[float, tuple[InstanceType, ...]]] = {}
+        # (fetched catalog, overlays) -> the catalog with them applied; one entry per class key.
+        self._overlaid: dict[
+            CatalogKey,
+            tuple[tuple[InstanceType, ...], tuple[NodeOverlay, ...], tuple[InstanceType, ...]],
+        ] = {}
+
+    def _with_overlays(
+        self, key: CatalogKey, types: tuple[InstanceType, ...]
+    ) -> tuple[InstanceType, ...]:
+        overlays = self._overlays()
+        if not overlays:
+            return types
+        cached = self._overlaid.get(key)
+        if cached is not None and cached[0] is types and cached[1] == overlays:
+            return cached[2]
+        applied = apply_overlays(types, overlays)
+        self._overlaid[key] = (types, overlays, applied)
+        return applied
 
     async def instance_types(self, node_class: KubeObject) -> tuple[InstanceType, ...]:
         """The catalog for `node_class` (ActuatorError when the actuator fails and nothing is
@@ -56,21 +83,23 @@ class InstanceTypeCatalog:
         cached = self._cache.get(key)
         now = self._clock()
         if cached is not None and now - cached[0] < self._ttl_seconds:
-            return cached[1]
+            return self._with_overlays(key, cached[1])
         try:
             types = await self._source.list_instance_types(
                 kubelet=key[0], root_volume_size_bytes=key[1]
             )
         except Exception:
             if cached is not None:
-                return cached[1]
+                return self._with_overlays(key, cached[1])
             raise
         self._cache[key] = (now, types)
-        return types
+        return self._with_overlays(key, types)
 
     def lookup(self, node_class: KubeObject, instance_type: str) -> InstanceType | None:
         """A cached instance type by name (None when not fetched yet)."""
-        cached = self._cache.get(catalog_key(node_class))
+        key = catalog_key(node_class)
+        cached = self._cache.get(key)
         if cached is None:
             return None
-        return next((t for t in cached[1] if t.name == instance_type), None)
+        types = self._with_overlays(key, cached[1])
+        return next((t for t in types if t.name == instance_type), None)

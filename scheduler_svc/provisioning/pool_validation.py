@@ -47,6 +47,7 @@ class PoolValidator:
     def __init__(self, *, mirror: ClusterMirror, writer: KubeWriter) -> None:
         self._mirror = mirror
         self._writer = writer
+        self._reported_overlays: set[str] = set()
 
     async def valid_pools(
         self,
@@ -59,6 +60,12 @@ class PoolValidator:
             if error.kind == "NodePool" and error.name:
                 result.invalid.append(str(error))
                 await self._validation(NODE_POOLS, error.name, str(error))
+            elif error.kind == "NodeOverlay":
+                # Left out of the catalog (InstanceTypeCatalog applies only the valid ones).
+                result.invalid.append(str(error))
+                if str(error) not in self._reported_overlays:
+                    self._reported_overlays.add(str(error))
+                    log.warning("nodeoverlay_invalid", error=str(error))
         pools: list[ValidPool] = []
         for model in nodepools:
             obj = mirror.get(NODE_POOLS, model.name)

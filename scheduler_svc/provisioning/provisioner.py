@@ -46,6 +46,7 @@ from scheduler_svc.errors import (
 from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
+    NODE_OVERLAYS,
     NODE_POOLS,
     PODS,
     resource_version_of,
@@ -135,7 +136,8 @@ class Provisioner:
 
     def on_change(self, change: Change) -> None:
         """Mirror listener: open/extend a batch when a pod becomes provisionable, capacity goes
-        away (a claim deleted) or a NodePool/EC2NodeClass changes; observe pod binding."""
+        away (a claim deleted) or a NodePool/EC2NodeClass/NodeOverlay changes; observe pod
+        binding."""
         resource = change.resource
         if resource == PODS:
             new, old = change.new, change.old
@@ -147,7 +149,7 @@ class Provisioner:
         elif resource == NODE_CLAIMS:
             if change.type == "DELETED":
                 self.batcher.trigger()
-        elif resource in (NODE_POOLS, EC2_NODE_CLASSES) and change.type != "DELETED":
+        elif resource in (NODE_POOLS, EC2_NODE_CLASSES, NODE_OVERLAYS) and change.type != "DELETED":
             old_spec = (change.old or {}).get("spec")
             if change.new is not None and change.new.get("spec") != old_spec:
                 self.batcher.trigger()

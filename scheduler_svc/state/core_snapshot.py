@@ -13,7 +13,8 @@ A node still starting (its NodeClaim not Initialized; for a Node without a NodeC
 counts without the taints that only mean "starting": not-ready, unreachable, uninitialized,
 unregistered and its startup taints (the claim's, else its NodePool's), as Karpenter's
 `StateNode.Taints()` does; its pods are coming, so no second claim is launched for them while
-it boots.
+it boots. Likewise it counts with the extended resources its claim promised (the instance
+type's, NodeOverlays' included) that its kubelet does not report yet.
 
 Objects that cannot be converted are left out and listed in `invalid` (each error names kind,
 object and field) so the caller can report them (events, NodePool status) and carry on.
@@ -26,7 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from scheduler_svc.core.model import Node, NodePool, Pod
+from scheduler_svc.core.model import Node, NodePool, Pod, Resources
+from scheduler_svc.core.overlay import NodeOverlay
 from scheduler_svc.core.requirements import LABEL_KARPENTER_NODEPOOL, LABEL_NODEPOOL
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.convert import (
@@ -34,6 +36,7 @@ from scheduler_svc.kube.convert import (
     namespace_labels_from_k8s,
     node_from_k8s,
     node_from_nodeclaim,
+    node_overlay_from_k8s,
     nodepool_from_k8s,
     pod_from_k8s,
     volume_zones_of,
@@ -42,6 +45,7 @@ from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     NAMESPACES,
     NODE_CLAIMS,
+    NODE_OVERLAYS,
     NODE_POOLS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
@@ -83,6 +87,7 @@ class CoreSnapshot:
     daemonsets: tuple[Pod, ...]
     invalid: tuple[InvalidObjectError, ...]
     namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    overlays: tuple[NodeOverlay, ...] = ()
 
 
 def _is_deleting(obj: KubeObject) -> bool:
@@ -129,8 +134,12 @@ class CoreSnapshotter:
         cache[id(obj)] = (obj, result)
         return result
 
-    def _starting_taint_keys(self, nodepools: list[NodePool]) -> dict[str, frozenset[str]]:
-        """Node name -> taint keys that do not count while the node starts (module docstring)."""
+    def _starting_taint_keys(
+        self, nodepools: list[NodePool], starting_claims: dict[str, KubeObject] | None = None
+    ) -> dict[str, frozenset[str]]:
+        """Node name -> taint keys that do not count while the node starts (module docstring);
+        `starting_claims` gets node name -> its NodeClaim, for nodes whose claim is not
+        Initialized."""
         mirror = self._mirror
         starting: dict[str, frozenset[str]] = {}
         claimed: set[str] = set()
@@ -148,6 +157,8 @@ class CoreSnapshotter:
                 if not is_condition_true(claim, "Initialized"):
                     startup = _taint_keys((claim.get("spec") or {}).get("startupTaints"))
                     starting[str(node_name)] = frozenset(startup) | EPHEMERAL_TAINT_KEYS
+                    if starting_claims is not None:
+                        starting_claims[str(node_name)] = claim
         pools: Mapping[str, NodePool] = {p.name: p for p in nodepools}
         for name, node_obj in mirror.objects(NODES).items():
             labels = (node_obj.get("metadata") or {}).get("labels") or {}
@@ -158,6 +169,34 @@ class CoreSnapshotter:
             startup = {t.key for t in pool.startup_taints} if pool is not None else set()
             starting[name] = frozenset(startup) | EPHEMERAL_TAINT_KEYS
         return starting
+
+    def _as_starting(
+        self, node: Node, ignored_taints: frozenset[str], claim: KubeObject | None
+    ) -> Node:
+        """A starting node without its starting taints and, while its claim is not
+        Initialized, with the extended resources the claim promised (module docstring)."""
+        node = dataclasses.replace(
+            node, taints=tuple(t for t in node.taints if t.key not in ignored_taints)
+        )
+        if claim is not None:
+            promised = self._convert(claim, node_from_nodeclaim)
+            if isinstance(promised, Node):
+                node = _with_promised_extended(node, promised.allocatable)
+        return node
+
+    def overlays(self) -> tuple[tuple[NodeOverlay, ...], tuple[InvalidObjectError, ...]]:
+        """The mirror's NodeOverlays (converted once per version) and those that are invalid."""
+        if NODE_OVERLAYS not in self._mirror.resources:
+            return (), ()
+        valid: list[NodeOverlay] = []
+        invalid: list[InvalidObjectError] = []
+        for obj in self._mirror.objects(NODE_OVERLAYS).values():
+            result = self._convert(obj, node_overlay_from_k8s)
+            if isinstance(result, InvalidObjectError):
+                invalid.append(result)
+            else:
+                valid.append(result)
+        return tuple(sorted(valid, key=lambda o: o.name)), tuple(invalid)
 
     def snapshot(
         self, *, pod_filter: Callable[[KubeObject], bool] = is_pending_pod
@@ -205,7 +244,8 @@ class CoreSnapshotter:
         )
 
         nodepools = models(NODE_POOLS, nodepool_from_k8s) if NODE_POOLS in mirror.resources else []
-        starting = self._starting_taint_keys(nodepools)
+        starting_claims: dict[str, KubeObject] = {}
+        starting = self._starting_taint_keys(nodepools, starting_claims)
         nodes: list[Node] = []
         registered_provider_ids: set[str] = set()
         for node_obj in mirror.objects(NODES).values():
@@ -223,10 +263,7 @@ class CoreSnapshotter:
                 invalid.append(bare)
                 continue
             if name in starting:
-                ignored = starting[name]
-                bare = dataclasses.replace(
-                    bare, taints=tuple(t for t in bare.taints if t.key not in ignored)
-                )
+                bare = self._as_starting(bare, starting[name], starting_claims.get(name))
             nodes.append(_with_pods(bare, pods))
 
         if NODE_CLAIMS in mirror.resources:
@@ -244,14 +281,16 @@ class CoreSnapshotter:
             models(DAEMON_SETS, daemonset_pod_from_k8s) if DAEMON_SETS in mirror.resources else []
         )
         namespaces = self._namespaces(invalid)
+        overlays, invalid_overlays = self.overlays()
         return CoreSnapshot(
             generation=mirror.generation,
             pending_pods=pending,
             nodes=tuple(nodes),
             nodepools=tuple(nodepools),
             daemonsets=tuple(daemonsets),
-            invalid=tuple(invalid),
+            invalid=(*invalid, *invalid_overlays),
             namespaces=namespaces,
+            overlays=overlays,
         )
 
     def _namespaces(self, invalid: list[InvalidObjectError]) -> dict[str, Mapping[str, str]]:
@@ -272,6 +311,20 @@ def _taint_keys(taints: object) -> set[str]:
         {str(t.get("key")) for t in taints if isinstance(t, dict)}
         if isinstance(taints, list)
         else set()
+    )
+
+
+def _with_promised_extended(node: Node, promised: Resources) -> Node:
+    """A starting node with the extended resources its claim promised and the node does not
+    report yet (a device plugin, or what a NodeOverlay added, comes after the kubelet), as
+    Karpenter's StateNode.Allocatable does until the claim is Initialized."""
+    have = dict(node.allocatable.extended)
+    missing = {k: v for k, v in promised.extended if not have.get(k)}
+    if not missing:
+        return node
+    extended = tuple(sorted({**have, **missing}.items()))
+    return dataclasses.replace(
+        node, allocatable=dataclasses.replace(node.allocatable, extended=extended)
     )
 
 

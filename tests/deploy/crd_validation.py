@@ -35,7 +35,10 @@ CRD_FILES = {
     "NodePool": "daiku.dev_nodepools.yaml",
     "NodeClaim": "daiku.dev_nodeclaims.yaml",
     "EC2NodeClass": "daiku.dev_ec2nodeclasses.yaml",
+    "NodeOverlay": "daiku.dev_nodeoverlays.yaml",
 }
+# The served version of each kind (v1 unless it is still alpha, as Karpenter's NodeOverlay is).
+CRD_VERSIONS = {"NodeOverlay": "v1alpha1"}
 
 
 @dataclass(frozen=True)
@@ -47,14 +50,15 @@ class SchemaViolation:
 
 
 def load_crd(kind: str) -> dict[str, Any]:
-    """The CRD document for `kind` (NodePool, NodeClaim or EC2NodeClass)."""
+    """The CRD document for `kind` (NodePool, NodeClaim, EC2NodeClass or NodeOverlay)."""
     crd: dict[str, Any] = yaml.safe_load((CRD_DIR / CRD_FILES[kind]).read_text())
     return crd
 
 
 @cache
 def _openapi_schema(kind: str) -> dict[str, Any]:
-    (version,) = [v for v in load_crd(kind)["spec"]["versions"] if v["name"] == "v1"]
+    wanted = CRD_VERSIONS.get(kind, "v1")
+    (version,) = [v for v in load_crd(kind)["spec"]["versions"] if v["name"] == wanted]
     schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
     return schema
 

@@ -14,6 +14,7 @@ import yaml
 from .crd_validation import (
     CRD_DIR,
     CRD_FILES,
+    CRD_VERSIONS,
     _openapi_schema,
     apply_defaults,
     cel_rules,
@@ -49,7 +50,7 @@ def test_examples_are_accepted(path: Path) -> None:
     """Every daiku object in deploy/examples passes its CRD's schema and CEL rules, and every
     other object passes kubernetes-validate --strict."""
     for document in yaml.safe_load_all(path.read_text()):
-        if document["apiVersion"] == "daiku.dev/v1":
+        if document["apiVersion"] in ("daiku.dev/v1", "daiku.dev/v1alpha1"):
             assert violations(document) == []
         else:
             result = subprocess.run(
@@ -63,14 +64,16 @@ def test_examples_are_accepted(path: Path) -> None:
 
 @pytest.mark.parametrize("kind", sorted(CRD_FILES))
 def test_crd_identity(kind: str) -> None:
-    """Each CRD is cluster-scoped, group daiku.dev, one served storage version v1 with status."""
+    """Each CRD is cluster-scoped, group daiku.dev, one served storage version with status (v1;
+    NodeOverlay v1alpha1, as in Karpenter)."""
     crd = load_crd(kind)
     spec = crd["spec"]
     assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
     assert (spec["group"], spec["scope"], spec["names"]["kind"]) == ("daiku.dev", "Cluster", kind)
     assert crd["metadata"]["name"] == f"{spec['names']['plural']}.daiku.dev"
     (version,) = spec["versions"]
-    assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
+    expected = CRD_VERSIONS.get(kind, "v1")
+    assert (version["name"], version["served"], version["storage"]) == (expected, True, True)
     assert version["subresources"] == {"status": {}}
 
 
@@ -94,6 +97,7 @@ def test_printer_columns() -> None:
     assert columns("NodeClaim") == ["Type", "Capacity", "Zone", "Node", "Ready", "Age"]
     assert columns("NodePool") == ["NodeClass", "Nodes", "Ready", "Age"]
     assert columns("EC2NodeClass") == ["Ready", "Age"]
+    assert columns("NodeOverlay") == ["Weight", "Price", "Adjustment", "Age"]
 
 
 def test_nodepool_defaults() -> None:
@@ -269,3 +273,61 @@ def test_crds_pass_kubernetes_validate(name: str) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _overlay(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "daiku.dev/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": "savings-plan"},
+        "spec": {
+            "requirements": [
+                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}
+            ],
+            **spec,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"priceAdjustment": "-30%"},
+        {"priceAdjustment": "+0.01"},
+        {"priceAdjustment": "-100%"},
+        {"price": "0.05", "weight": 10000},
+        {"capacity": {"smarter-devices/fuse": "1", "hugepages-2Mi": "100Mi"}},
+    ],
+)
+def test_nodeoverlay_accepts(spec: dict[str, Any]) -> None:
+    """Karpenter's spellings of a price, a price adjustment and extended resources pass."""
+    assert violations(_overlay(**spec)) == []
+
+
+NODEOVERLAY_BREAKAGES: dict[str, tuple[dict[str, Any], str]] = {
+    "price and priceAdjustment": (
+        {"price": "0.05", "priceAdjustment": "-30%"},
+        "!has(self.price) || !has(self.priceAdjustment)",
+    ),
+    "unsigned adjustment": ({"priceAdjustment": "30%"}, "does not match"),
+    "below -100%": ({"priceAdjustment": "-150%"}, "does not match"),
+    "negative price": ({"price": "-1"}, "does not match"),
+    "cpu capacity": ({"capacity": {"cpu": "2"}}, "x in ['cpu'"),
+    "weight 0": ({"weight": 0}, "less than the minimum"),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(NODEOVERLAY_BREAKAGES))
+def test_nodeoverlay_rejections(breakage: str) -> None:
+    """A NodeOverlay with both a price and an adjustment, an adjustment without its sign or
+    below -100 %, a negative price, a base resource in capacity or weight 0 is refused."""
+    spec, expected = NODEOVERLAY_BREAKAGES[breakage]
+    found = violations(_overlay(**spec))
+    assert any(expected in v.message for v in found), found
+
+
+def test_nodeoverlay_both_prices_message() -> None:
+    """The CRD says in words why an overlay with price and priceAdjustment is refused."""
+    (version,) = load_crd("NodeOverlay")["spec"]["versions"]
+    rules = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"]
+    assert {r["message"] for r in rules} == {"cannot set both 'price' and 'priceAdjustment'"}

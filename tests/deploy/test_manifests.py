@@ -59,13 +59,14 @@ def test_overlay_passes_kubernetes_validate_strict(overlay: str, tmp_path: Path)
 
 @needs_kubectl
 def test_default_overlay_contents() -> None:
-    """The default overlay holds the three CRDs, both Deployments with two replicas, their
+    """The default overlay holds the four CRDs, both Deployments with two replicas, their
     PDBs, the actuator Service, and cluster settings and IRSA role without placeholders."""
     objects = _rendered("default")
     assert set(_by_kind(objects, "CustomResourceDefinition")) == {
         "nodepools.daiku.dev",
         "nodeclaims.daiku.dev",
         "ec2nodeclasses.daiku.dev",
+        "nodeoverlays.daiku.dev",
     }
     deployments = _by_kind(objects, "Deployment")
     assert {name: d["spec"]["replicas"] for name, d in deployments.items()} == {

@@ -1,0 +1,132 @@
+"""Issue 14's capacity features on the stack: NodeOverlays (prices and extended resources the
+solver assumes), static NodePools and headroom."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import ON_DEMAND_SMALL, Stack, pause_pod_spec
+from tests.polling import until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+FUSE = "smarter-devices/fuse"
+
+
+def overlay(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "daiku.dev/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": name},
+        "spec": {
+            "requirements": [
+                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}
+            ],
+            **spec,
+        },
+    }
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+
+
+async def test_nodeoverlays_price_and_extended_resources(stack: Stack) -> None:
+    """A -30 % overlay on m5 makes m5.large (0.0672) beat c5.large (0.085) for a plain pod; a
+    pod requesting smarter-devices/fuse, which only an overlay gives m5, gets one m5 claim
+    that waits (Initialized stays False, no second claim) until the node reports the resource
+    as a device plugin would, and then runs."""
+    await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+    await stack.store.create("nodeoverlays", overlay("savings-plan", priceAdjustment="-30%"))
+    await stack.store.create("nodeoverlays", overlay("fuse", capacity={FUSE: "1"}))
+    scheduler = await stack.start_scheduler()
+    await stack.create_pods(1, cpu="1", memory="1Gi", prefix="plain")
+
+    async def claims() -> list[dict[str, Any]]:
+        return await stack.objects("nodeclaims")
+
+    await until(lambda: _count(claims(), 1))
+    (plain,) = await claims()
+    await until(lambda: _launched(stack, plain["metadata"]["name"]))
+    (plain,) = await claims()
+    assert plain["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "m5.large"
+
+    spec = pause_pod_spec("1", "1Gi")
+    spec["containers"][0]["resources"] = {
+        "requests": {"cpu": "1", FUSE: "1"},
+        "limits": {FUSE: "1"},
+    }
+    await stack.store.create(
+        "pods", {"metadata": {"name": "fuse-user", "namespace": "default"}, "spec": spec}, "default"
+    )
+    await until(lambda: _count(claims(), 2))
+    (fuse_claim,) = [
+        c for c in await claims() if c["metadata"]["name"] != plain["metadata"]["name"]
+    ]
+    await until(lambda: _launched(stack, fuse_claim["metadata"]["name"]))
+    launched = next(
+        c for c in await claims() if c["metadata"]["name"] == fuse_claim["metadata"]["name"]
+    )
+    assert launched["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "m5.large"
+    assert launched["status"]["allocatable"][FUSE] == "1"
+
+    async def node_ready() -> dict[str, Any] | None:
+        current = next(
+            c for c in await claims() if c["metadata"]["name"] == fuse_claim["metadata"]["name"]
+        )
+        name = current.get("status", {}).get("nodeName")
+        node = next(
+            (n for n in await stack.objects("nodes") if n["metadata"]["name"] == name), None
+        )
+        return node if node is not None and conditions(node).get("Ready") == "True" else None
+
+    await until(node_ready)
+    node = await node_ready()
+    assert node is not None
+    # The kubelet reports no FUSE device yet: the claim is not Initialized, the pod waits, and
+    # the scheduler counts the promised device instead of launching a third claim.
+    provisioner = scheduler.service.provisioner
+    assert provisioner is not None
+    rounds = provisioner.rounds
+    provisioner.batcher.trigger()  # a round with the node up and the pod still pending
+    await until(lambda: provisioner.rounds > rounds)
+    current = next(
+        c for c in await claims() if c["metadata"]["name"] == fuse_claim["metadata"]["name"]
+    )
+    assert conditions(current).get("Initialized") != "True"
+    assert len(await claims()) == 2
+
+    # The device plugin registers: the node reports the resource.
+    status = node["status"]
+    status["capacity"][FUSE] = "1"
+    status["allocatable"][FUSE] = "1"
+    await stack.store.update("nodes", node, subresource="status")
+
+    async def fuse_pod_running() -> bool:
+        pods = await stack.objects("pods", "default")
+        return any(
+            p["metadata"]["name"] == "fuse-user" and p.get("status", {}).get("phase") == "Running"
+            for p in pods
+        )
+
+    await until(fuse_pod_running, timeout_seconds=30)
+    await until(lambda: _initialized(claims(), fuse_claim["metadata"]["name"]), timeout_seconds=30)
+    assert len(await claims()) == 2
+
+
+async def _count(value: Any, expected: int) -> bool:
+    return len(await value) >= expected
+
+
+async def _launched(stack: Stack, name: str) -> bool:
+    claim = next(
+        (c for c in await stack.objects("nodeclaims") if c["metadata"]["name"] == name), None
+    )
+    return claim is not None and conditions(claim).get("Launched") == "True"
+
+
+async def _initialized(value: Any, name: str) -> bool:
+    claim = next((c for c in await value if c["metadata"]["name"] == name), None)
+    return claim is not None and conditions(claim).get("Initialized") == "True"
