@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES: dict[str, str] = {
     "plan": "daiku_cli.plan",
     "report": "daiku_cli.report",
     "up": "daiku_cli.up",
+    "viewer": "daiku_cli.viewer",
 }
 
 
