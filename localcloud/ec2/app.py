@@ -33,7 +33,14 @@ import structlog
 from werkzeug.datastructures import Headers, MultiDict
 from werkzeug.wrappers import Request, Response
 
-from localcloud.ec2.capacity import CapacityPools, FaultInjector, InjectedFault, PoolKey
+from localcloud.ec2.capacity import (
+    CapacityPools,
+    FaultInjector,
+    FleetAnswers,
+    InjectedFault,
+    InjectedFleetAnswer,
+    PoolKey,
+)
 from localcloud.ec2.describe_instances import DescribeError, InstanceResponses, changes_instances
 from localcloud.ec2.fleet import FleetContext, FleetOutcome, FleetRequestError, run_instant_fleet
 from localcloud.ec2.pricing import get_products
@@ -65,6 +72,7 @@ class CreateFleetCall:
     errors: tuple[tuple[PoolKey, str], ...]
     request_error: str | None = None
     idempotent_replay: bool = False
+    injected_answer: str | None = None  # the kind, when an injected answer was given
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +86,7 @@ class CreateFleetCall:
             "errors": [{**pool.to_json(), "error_code": code} for pool, code in self.errors],
             "request_error": self.request_error,
             "idempotent_replay": self.idempotent_replay,
+            "injected_answer": self.injected_answer,
         }
 
 
@@ -90,6 +99,7 @@ class EmulatorState:
     context: FleetContext
     pools: CapacityPools = field(default_factory=CapacityPools)
     faults: FaultInjector = field(default_factory=FaultInjector)
+    fleet_answers: FleetAnswers = field(default_factory=FleetAnswers)
     ec2_lock: threading.RLock = field(default_factory=threading.RLock)
     # DescribeInstances renderings, reused while instances stay the same (under ec2_lock)
     instance_responses: InstanceResponses = field(default_factory=InstanceResponses)
@@ -344,6 +354,10 @@ class Ec2EmulatorApp:
             from moto.ec2.utils import random_fleet_id
 
             fleet_id = random_fleet_id()
+            injected = state.fleet_answers.take()
+            if injected is not None:
+                key = (account, region, token)
+                return self._injected_answer(injected, fleet_id, key, fingerprint, received)
             context = state.context
             if region != state.region:
                 context = fleet_context_for_region(region)
@@ -368,6 +382,38 @@ class Ec2EmulatorApp:
             if token:
                 state.remember_fleet((account, region, token), fingerprint, body)
         self._record_outcome(outcome, token, received)
+        return Response(body, status=200, content_type="text/xml")
+
+    def _injected_answer(
+        self,
+        injected: InjectedFleetAnswer,
+        fleet_id: str,
+        key: tuple[str, str, str | None],
+        fingerprint: str,
+        received: float,
+    ) -> Response:
+        """The injected answer, remembered under the ClientToken as a real one would be (a
+        retry with the same token gets it again). Called under the EC2 lock."""
+        body = _serialize_ec2(
+            "CreateFleet", {"FleetId": fleet_id, "Errors": injected.errors(), "Instances": []}
+        )
+        account, region, token = key
+        if token:
+            self._state.remember_fleet((account, region, token), fingerprint, body)
+        self._state.record(
+            CreateFleetCall(
+                received_monotonic_seconds=received,
+                responded_monotonic_seconds=time.monotonic(),
+                client_token=token,
+                capacity_type=None,
+                overrides=(),
+                instance_ids=(),
+                launched_pool=None,
+                errors=(),
+                injected_answer=injected.kind,
+            )
+        )
+        log.info("fleet_answer_injected", kind=injected.kind, error_code=injected.error_code)
         return Response(body, status=200, content_type="text/xml")
 
     def _replay(
@@ -508,7 +554,8 @@ class Ec2EmulatorApp:
             ("DELETE", "capacity"): lambda _: self._state.pools.reset(),
             ("POST", "faults"): self._admin_inject_fault,
             ("GET", "faults"): self._admin_faults,
-            ("DELETE", "faults"): lambda _: self._state.faults.reset(),
+            ("DELETE", "faults"): lambda _: self._clear_faults(),
+            ("POST", "fleet-answers"): self._admin_inject_fleet_answer,
             ("POST", "interrupt"): self._admin_interrupt,
             ("GET", "create-fleet-calls"): lambda _: [
                 call.to_json() for call in self._state.create_fleet_calls()
@@ -563,11 +610,26 @@ class Ec2EmulatorApp:
 
     def _admin_faults(self, _: dict[str, Any]) -> dict[str, Any]:
         pending = self._state.faults.pending()
+        answers = self._state.fleet_answers.pending()
         return {
             "pending": [
                 {"action": f.action, "error_code": f.error_code, "remaining": n} for f, n in pending
-            ]
+            ],
+            "fleet_answers": [
+                {"kind": a.kind, "error_code": a.error_code, "remaining": n} for a, n in answers
+            ],
         }
+
+    def _admin_inject_fleet_answer(self, payload: dict[str, Any]) -> None:
+        self._state.fleet_answers.inject(
+            kind=str(payload["kind"]),
+            count=int(payload.get("count", 1)),
+            error_code=str(payload["error_code"]) if "error_code" in payload else None,
+        )
+
+    def _clear_faults(self) -> None:
+        self._state.faults.reset()
+        self._state.fleet_answers.reset()
 
     def _admin_interrupt(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self._state.send_event is None:

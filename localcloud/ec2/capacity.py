@@ -1,4 +1,4 @@
-"""Controllable realism: capacity pools and injected API faults.
+"""Controllable realism: capacity pools, injected API faults and injected CreateFleet answers.
 
 Both are shared between the HTTP server's worker threads and whoever drives the emulator (a
 test in another thread, or the admin endpoints), so every access takes the object's lock.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 CAPACITY_TYPES = ("on-demand", "spot")
 INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
@@ -130,6 +131,64 @@ class FaultInjector:
         return None
 
     def pending(self) -> list[tuple[InjectedFault, int]]:
+        with self._lock:
+            return list(self._pending)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._pending.clear()
+
+
+FLEET_ANSWER_KINDS = ("empty", "unattributed-error")
+
+
+@dataclass(frozen=True)
+class InjectedFleetAnswer:
+    """An instant CreateFleet answer EC2 gives and capacity pools cannot produce: `empty` (no
+    instance and no error) or `unattributed-error` (one error naming no override)."""
+
+    kind: str
+    error_code: str = ""
+    message: str = ""
+
+    def errors(self) -> list[dict[str, Any]]:
+        if self.kind == "empty":
+            return []
+        return [{"ErrorCode": self.error_code, "ErrorMessage": self.message}]
+
+
+class FleetAnswers:
+    """Counts down injected CreateFleet answers (the next calls get them, in order)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: list[tuple[InjectedFleetAnswer, int]] = []
+
+    def inject(
+        self, *, kind: str, count: int = 1, error_code: str | None = None
+    ) -> InjectedFleetAnswer:
+        if kind not in FLEET_ANSWER_KINDS:
+            raise ValueError(f"kind must be one of {FLEET_ANSWER_KINDS}, got {kind!r}")
+        if count < 1:
+            raise ValueError(f"fleet answer count must be at least 1, got {count}")
+        code = error_code or ("UnfulfillableCapacity" if kind == "unattributed-error" else "")
+        answer = InjectedFleetAnswer(kind, code, _default_message(code) if code else "")
+        with self._lock:
+            self._pending.append((answer, count))
+        return answer
+
+    def take(self) -> InjectedFleetAnswer | None:
+        with self._lock:
+            if not self._pending:
+                return None
+            answer, remaining = self._pending[0]
+            if remaining <= 1:
+                del self._pending[0]
+            else:
+                self._pending[0] = (answer, remaining - 1)
+            return answer
+
+    def pending(self) -> list[tuple[InjectedFleetAnswer, int]]:
         with self._lock:
             return list(self._pending)
 

@@ -25,7 +25,12 @@ from localcloud.ec2.app import (
     EmulatorState,
     fleet_context_for_region,
 )
-from localcloud.ec2.capacity import INSUFFICIENT_CAPACITY, InjectedFault, PoolKey
+from localcloud.ec2.capacity import (
+    INSUFFICIENT_CAPACITY,
+    InjectedFault,
+    InjectedFleetAnswer,
+    PoolKey,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -255,8 +260,17 @@ class Ec2Emulator:
         """Reservation items the fast path has serialized so far (each is then reused)."""
         return self._state.instance_responses.rendered_count
 
+    def inject_fleet_answer(
+        self, *, kind: str, count: int = 1, error_code: str | None = None
+    ) -> InjectedFleetAnswer:
+        """Make the next `count` instant CreateFleet calls answer `kind`: `empty` (no instance,
+        no error) or `unattributed-error` (one error, `error_code`, naming no override)."""
+        return self._state.fleet_answers.inject(kind=kind, count=count, error_code=error_code)
+
     def clear_faults(self) -> None:
+        """Disarm injected faults and injected CreateFleet answers."""
         self._state.faults.reset()
+        self._state.fleet_answers.reset()
 
     @property
     def create_fleet_calls(self) -> list[CreateFleetCall]:

@@ -1,4 +1,6 @@
-"""The launcher's plan walking against the in-memory cloud (edge cases the emulator lacks)."""
+"""The launcher's plan walking against the in-memory cloud: fast, and for what the emulator
+cannot show (replicas racing inside one call, look-ups that yield). The error cases run over
+HTTP against the emulator as well, in test_launcher_http.py."""
 
 from __future__ import annotations
 

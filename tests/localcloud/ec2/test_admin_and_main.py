@@ -16,7 +16,7 @@ import pytest
 from localcloud.ec2 import Ec2Emulator
 
 from .conftest import NO_RETRIES, SESSION, sqs_client
-from .test_create_fleet import create_fleet
+from .test_create_fleet import create_fleet, launched
 
 if TYPE_CHECKING:
     from types_boto3_ec2.client import EC2Client
@@ -82,6 +82,48 @@ def test_admin_fault_and_interrupt(emulator: Ec2Emulator, ec2: EC2Client) -> Non
     (message,) = sqs.receive_message(QueueUrl=emulator.interruption_queue_url)["Messages"]
     assert message["MessageId"] == sent["message_id"]
     assert json.loads(message["Body"])["detail"]["instance-id"] == "i-1"
+
+
+def test_admin_injected_fleet_answers_in_order_and_replayed_by_token(
+    emulator: Ec2Emulator, ec2: EC2Client, launch_template_id: str
+) -> None:
+    """Injected CreateFleet answers (empty; an error naming no override) are given to the next
+    calls in order, replayed for their ClientToken as real answers are, listed and cleared."""
+    for payload in (
+        {"kind": "empty"},
+        {"kind": "unattributed-error", "error_code": "UnfulfillableCapacity"},
+    ):
+        admin(emulator.endpoint_url, "POST", "fleet-answers", payload)
+    pending = admin(emulator.endpoint_url, "GET", "faults")["fleet_answers"]
+    assert [a["kind"] for a in pending] == ["empty", "unattributed-error"]
+    pools = [("m5.large", "us-east-1a")]
+
+    empty = create_fleet(ec2, emulator, launch_template_id, pools, client_token="once")
+    assert (empty["Instances"], empty.get("Errors", [])) == ([], [])
+    again = create_fleet(ec2, emulator, launch_template_id, pools, client_token="once")
+    assert again["FleetId"] == empty["FleetId"]
+    unattributed = create_fleet(ec2, emulator, launch_template_id, pools)
+    assert unattributed["Instances"] == []
+    assert [
+        (e["ErrorCode"], "LaunchTemplateAndOverrides" in e) for e in unattributed["Errors"]
+    ] == [("UnfulfillableCapacity", False)]
+    assert launched(create_fleet(ec2, emulator, launch_template_id, pools))  # back to normal
+    calls = admin(emulator.endpoint_url, "GET", "create-fleet-calls")
+    assert [(c["injected_answer"], c["idempotent_replay"]) for c in calls] == [
+        ("empty", False),
+        (None, True),
+        ("unattributed-error", False),
+        (None, False),
+    ]
+
+    admin(emulator.endpoint_url, "POST", "fleet-answers", {"kind": "empty", "count": 3})
+    admin(emulator.endpoint_url, "DELETE", "faults")
+    assert admin(emulator.endpoint_url, "GET", "faults")["fleet_answers"] == []
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        admin(emulator.endpoint_url, "POST", "fleet-answers", {"kind": "partial"})
+    with bad.value:
+        assert bad.value.code == 400
+        assert "kind must be one of" in json.loads(bad.value.read())["error"]
 
 
 def test_admin_rejects_unknown_routes_and_bad_bodies(emulator: Ec2Emulator) -> None:
