@@ -126,3 +126,27 @@ def test_up_refuses_a_bad_scenario_before_starting_anything(tmp_path: Path) -> N
     assert result.returncode == 2
     assert "spec.steps[0].scale.replicas: expected an integer >= 0, got 'many'" in result.stderr
     assert not (tmp_path / "work" / "localcloud.log").exists()
+
+
+# What a healthy `make up` must never print: a provisioning failure, a process's error or
+# warning, a traceback, or an actuator reported unreachable.
+UNHEALTHY_OUTPUT = ("FailedProvisioning", "warning", "error", "Traceback", "unreachable", "refused")
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(scheduler_problem() is not None, reason=f"{scheduler_problem()}")
+def test_a_healthy_start_prints_no_warning_twice_in_a_row(tmp_path: Path) -> None:
+    """`make up` (the default scenario, as the README's first command runs it) twice in a row:
+    both exit 0, settled, and neither prints a warning — the first provisioning round waits for
+    the actuator's SERVING instead of racing it (issue 17 item 5)."""
+    for attempt in ("first", "second"):
+        result = run_up(tmp_path / attempt, timeout_seconds=240)
+
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Settled." in result.stdout
+        noisy = [
+            line
+            for line in (result.stdout + result.stderr).splitlines()
+            if any(word.lower() in line.lower() for word in UNHEALTHY_OUTPUT)
+        ]
+        assert noisy == [], f"{attempt} run printed: {noisy}"
