@@ -58,6 +58,15 @@ class SchedulerMetrics:
             ["reason", "outcome"],
             registry=self.registry,
         )
+        self.consolidation_decisions = Counter(
+            "daiku_scheduler_consolidation_decisions",
+            "Underutilized decisions by consolidation_type (single: one node, multi: several "
+            "merged), decision (delete: pods fit elsewhere, replace: one cheaper node) and "
+            "outcome (disrupted, invalidated, abandoned), as Karpenter's "
+            "voluntary_disruption_decisions.",
+            ["consolidation_type", "decision", "outcome"],
+            registry=self.registry,
+        )
         self.disruption_blocked = Counter(
             "daiku_scheduler_disruption_blocked",
             "Nodes a disruption pass kept, by Event reason (DisruptionBlocked, Unconsolidatable); "

@@ -373,6 +373,12 @@ class DisruptionController:
         self._metrics.disruption_decisions.labels(
             reason=str(decision.reason), outcome=outcome
         ).inc()
+        if decision.reason is DisruptionReason.UNDERUTILIZED:
+            self._metrics.consolidation_decisions.labels(
+                consolidation_type="multi" if len(decision.nodes) > 1 else "single",
+                decision="replace" if decision.replacements else "delete",
+                outcome=outcome,
+            ).inc()
         log.info(
             "disruption_decision",
             reason=str(decision.reason),
