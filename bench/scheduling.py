@@ -9,6 +9,10 @@ the plain-pods mix the gap to the LP relaxation's lower bound on cost (HiGHS via
     uv run python -m bench.scheduling --realistic       # bundled catalog, 50 Deployments, 10k pods
     uv run python -m bench.scheduling --pods 20000 --existing-nodes 5000   # a cluster with room
     uv run python -m bench.scheduling --small          # 1/10/100/1000 pods, bundled catalog
+    uv run python -m bench.scheduling --live           # the live provisioner's round (mirror)
+
+``--live`` runs ``bench.plan_cli``'s manifests as pods through the scheduler's ``ClusterMirror``
+(watch events) and one ``Provisioner.provision_once()`` round (see ``bench/live_round.py``).
 
 ``--small`` is the reaction-time view (issue 5): p50/p99 solve latency over repeats with the
 bundled EC2 catalog (~1,270 types), cold (a fresh catalog index per solve, as ``solve()`` alone)
@@ -297,12 +301,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--repeats", type=int, default=50, help="solves per --small row")
     parser.add_argument(
+        "--live", action="store_true", help="the live provisioner's round through the mirror"
+    )
+    parser.add_argument(
         "--existing-nodes",
         type=int,
         default=0,
         help="also run the FACTS §5 mix on a cluster of this many 8-cpu nodes, half full",
     )
     args = parser.parse_args(argv)
+    if args.live:
+        from bench.live_round import run  # imports the scheduler service's modules
+
+        run(args.pods, args.seed)
+        return
     if args.small:
         small_solves([1, 10, 100, 1000], args.repeats, args.seed)
         return
