@@ -51,6 +51,7 @@ from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.settings import SchedulerSettings
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
+from scheduler_svc.state.nominations import Nominations
 
 log = structlog.get_logger("scheduler_svc")
 
@@ -231,6 +232,9 @@ class SchedulerService:
         )
         # The one NodeClaim creator: provisioning, disruption and lifecycle share it.
         creator = NodeClaimCreator(writer=writer, launcher=launcher, metrics=self.metrics)
+        # Pods the provisioner plans onto nodes, on the disruption clock: a node whose pods the
+        # default-scheduler has not bound yet is not disrupted (the nomination window).
+        nominations = Nominations(self.options.disruption_clock)
         self.provisioner = Provisioner(
             mirror=self.mirror,
             writer=writer,
@@ -245,6 +249,7 @@ class SchedulerService:
                 has_pending=self._has_provisionable_pods,
             ),
             catalogs=catalog_indexes,
+            nominations=nominations,
         )
         self.lifecycle = LifecycleController(
             mirror=self.mirror,
@@ -272,10 +277,13 @@ class SchedulerService:
             creator=creator,
             instance_types=lambda: catalog_instance_types(mirror, catalog),
             settings=dataclasses.replace(
-                self.options.disruption, options=settings.consolidation_options()
+                self.options.disruption,
+                options=settings.consolidation_options(),
+                nomination_window_seconds=max(10.0, 2 * settings.batch_max_seconds),
             ),
             clock=self.options.disruption_clock,
             catalogs=catalog_indexes,
+            nominations=nominations,
         )
         self.nodeclass_status = NodeClassStatusController(
             mirror=mirror, writer=writer, actuator=actuator, settings=self.options.nodeclass

@@ -69,6 +69,7 @@ from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.provisioning.creator import NodeClaimCreator
 from scheduler_svc.state.cluster import Change, ClusterMirror, pod_node_name
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
+from scheduler_svc.state.nominations import Nominations
 
 log = structlog.get_logger(__name__)
 
@@ -81,13 +82,17 @@ InstanceTypesSource = Callable[[], Awaitable[tuple[InstanceType, ...]]]
 @dataclass(frozen=True, slots=True)
 class DisruptionControllerSettings:
     """`interval_seconds`: a pass at least this often; `min_interval_seconds`: changes closer
-    together are one pass; `poll_seconds`: how often waits look at the clock and the mirror."""
+    together are one pass; `poll_seconds`: how often waits look at the clock and the mirror;
+    `nomination_window_seconds`: see `build_snapshot`."""
 
     interval_seconds: float = 10.0
     min_interval_seconds: float = 1.0
     poll_seconds: float = 0.5
     replacement_timeout_seconds: float = 600.0
     options: ConsolidationOptions = field(default_factory=ConsolidationOptions)
+    # Karpenter's nomination window: 2 x the batch max duration, at least 10 s (the service
+    # sets it from its batch settings).
+    nomination_window_seconds: float = 20.0
 
 
 async def _no_instance_types() -> tuple[InstanceType, ...]:
@@ -125,8 +130,13 @@ class DisruptionController:
         settings: DisruptionControllerSettings | None = None,
         clock: Callable[[], datetime] = utc_now,
         catalogs: CatalogCache | None = None,
+        nominations: Nominations | None = None,
     ) -> None:
         self._mirror = mirror
+        self.nominations = nominations
+        # When each node was first seen initialized (this clock): its nomination window
+        # starts no earlier, as its pods could not bind before.
+        self.initialized_at: dict[str, datetime] = {}
         self._writer = writer
         self._metrics = metrics
         self._creator = creator
@@ -193,10 +203,13 @@ class DisruptionController:
             node = (claim.get("status") or {}).get("nodeName")
             if isinstance(node, str) and node:
                 self.last_pod_event_at.setdefault(node, now)
+                if is_condition_true(claim, "Initialized"):
+                    self.initialized_at.setdefault(node, now)
         live = set(self._mirror.objects(NODES))
         self._disrupting &= live
-        for gone in [n for n in self.last_pod_event_at if n not in live]:
-            del self.last_pod_event_at[gone]
+        for seen in (self.last_pod_event_at, self.initialized_at):
+            for gone in [n for n in seen if n not in live]:
+                del seen[gone]
         try:
             types = await self._instance_types()
         except Exception as error:  # no catalog: consolidation sees no replacements
@@ -208,6 +221,9 @@ class DisruptionController:
             instance_types=types,
             last_pod_event_at=self.last_pod_event_at,
             disrupting=self._disrupting,
+            nominations=self.nominations,
+            nomination_window_seconds=self.settings.nomination_window_seconds,
+            initialized_at=self.initialized_at,
         )
 
     async def disrupt_once(self) -> list[DisruptionDecision]:

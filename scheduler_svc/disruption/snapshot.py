@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import structlog
@@ -61,6 +61,7 @@ from scheduler_svc.kube.writer import is_condition_true, parse_timestamp
 from scheduler_svc.provisioning.nodeclaim_template import OFFERINGS_ANNOTATION
 from scheduler_svc.state.cluster import ClusterMirror
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
+from scheduler_svc.state.nominations import Nominations
 
 log = structlog.get_logger(__name__)
 
@@ -189,11 +190,18 @@ def build_snapshot(  # noqa: PLR0912, PLR0915 - one pass over the mirror's kinds
     last_pod_event_at: Mapping[str, datetime] | None = None,
     disrupting: Iterable[str] = (),
     unavailable: frozenset[UnavailableOffering] = frozenset(),
+    nominations: Nominations | None = None,
+    nomination_window_seconds: float = 20.0,
+    initialized_at: Mapping[str, datetime] | None = None,
 ) -> DisruptionSnapshot:
     """The disruption core's view of `mirror` now; malformed objects are logged and left out.
 
     `disrupting`: node names the caller is disrupting (added to those whose claim or node is
-    being deleted or carries the disrupted taint)."""
+    being deleted or carries the disrupted taint). `nominations`: pods the provisioner planned
+    onto nodes; a candidate with some still pending is nominated until the window
+    (`nomination_window_seconds`) has run from the later of its last nomination and
+    `initialized_at[node]` (when it was first seen initialized: the default-scheduler cannot
+    bind before, so a slow launch does not use the window up)."""
     core = snapshotter.snapshot()
     for error in core.invalid:
         log.debug("disruption_object_invalid", error=str(error))
@@ -236,10 +244,18 @@ def build_snapshot(  # noqa: PLR0912, PLR0915 - one pass over the mirror's kinds
                 )
             )
         annotations = _annotations(claim)
+        claim_name = str(metadata.get("name", ""))
+        nominated = (
+            None if nominations is None else nominations.pending_on((node.name, claim_name), mirror)
+        )
+        nominated_until = None
+        if nominated is not None:
+            start = max(nominated.at, (initialized_at or {}).get(node.name, nominated.at))
+            nominated_until = start + timedelta(seconds=nomination_window_seconds)
         candidates.append(
             Candidate(
                 name=node.name,
-                nodeclaim=str(metadata.get("name", "")),
+                nodeclaim=claim_name,
                 nodepool=str((metadata.get("labels") or {}).get(LABEL_NODEPOOL, "")),
                 created_at=parse_timestamp(metadata.get("creationTimestamp"))
                 or datetime.fromtimestamp(0).astimezone(),
@@ -258,6 +274,8 @@ def build_snapshot(  # noqa: PLR0912, PLR0915 - one pass over the mirror's kinds
                 security_group_ids=recorded_security_group_ids(annotations),
                 image_id=str((claim.get("status") or {}).get("imageID") or "") or None,
                 is_initialized=is_condition_true(claim, "Initialized"),
+                nominated_pods=0 if nominated is None else len(nominated.pods),
+                nominated_until=nominated_until,
             )
         )
     pool_models = {p.name: p for p in core.nodepools}

@@ -66,6 +66,7 @@ from scheduler_svc.provisioning.pool_validation import PoolValidator, ValidPool
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
 from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
+from scheduler_svc.state.nominations import Nominations
 
 log = structlog.get_logger(__name__)
 
@@ -109,8 +110,11 @@ class Provisioner:
         catch_up_timeout_seconds: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         catalogs: CatalogCache | None = None,
+        nominations: Nominations | None = None,
     ) -> None:
         self._mirror = mirror
+        # Pods planned onto nodes/claims, for disruption's nomination window (None: not kept).
+        self._nominations = nominations
         self._catalog = catalog
         self._creator = creator
         self._unavailable = unavailable
@@ -235,8 +239,17 @@ class Provisioner:
                 log.info("provisioning_retry_without_exhausted_offerings", nodeclaim=name)
                 self.batcher.trigger()
         await self._catch_up(launched, result)
+        self._nominate(result)
         self._events.send(result, placements)
         return result
+
+    def _nominate(self, result: RoundResult) -> None:
+        """Record the launched claims' planned pods (existing nodes' are recorded at solve)."""
+        if self._nominations is None:
+            return
+        for name, plan in result.plans.items():
+            if result.launches.get(name) is LaunchOutcome.LAUNCHED:
+                self._nominations.nominate(name, plan.pods)
 
     async def _solve(
         self, snapshot: CoreSnapshot, pools: list[ValidPool], result: RoundResult
@@ -288,6 +301,8 @@ class Provisioner:
             result.timings["solve"] = self._clock() - solve_started
             plans.extend(solved.new_claims)
             for placement in solved.existing_placements:
+                if self._nominations is not None:
+                    self._nominations.nominate(placement.node, placement.pods)
                 if placement.node in in_flight:
                     for key in placement.pods:
                         placements[key] = placement.node

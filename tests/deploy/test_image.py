@@ -337,10 +337,9 @@ async def test_services_from_the_image_provision_pods_and_remove_their_nodes(
         )
 
         pool = _demo("nodepool.yaml")
-        # 5s, not 0s: with 0s a node whose pods the default-scheduler has not bound yet reads as
-        # empty the moment it initializes and its bare pod is evicted for good (daiku has no
-        # nomination window yet; see the session note). The clean-up below still waits for it.
-        pool["spec"]["disruption"] = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5s"}
+        # 0s: a node whose pods the default-scheduler has not bound yet is nominated, not empty
+        # (tests/e2e/test_nomination.py); the clean-up below waits for the empty nodes to go.
+        pool["spec"]["disruption"] = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s"}
         await store.create("ec2nodeclasses", _demo("ec2nodeclass.yaml"))
         await store.create("nodepools", pool)
         names = [f"smoke-{i}" for i in range(5)]

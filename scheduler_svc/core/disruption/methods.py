@@ -144,8 +144,13 @@ class _Pass:
     def pod_blocker(self, candidate: Candidate, *, bare_pods_block: bool) -> str | None:
         """Why a pod on ``candidate`` holds it in place (None: nothing does)."""
         for pod in candidate.pods:
-            if pod.do_not_disrupt:
-                return f"do-not-disrupt pod {pod.key}"
+            if pod.holds(self.now):
+                if pod.do_not_disrupt_until is None:
+                    return f"do-not-disrupt pod {pod.key}"
+                return (
+                    f"do-not-disrupt pod {pod.key} until "
+                    f"{pod.do_not_disrupt_until.isoformat(timespec='seconds')}"
+                )
         for pod in candidate.reschedulable_pods():
             for pdb in self.snapshot.pdbs:
                 if pdb.disruptions_allowed <= 0 and pdb.covers(pod.pod):
@@ -217,6 +222,8 @@ def plan_disruption(
             state.block(
                 candidate.name, DISRUPTION_BLOCKED, f"NodePool {candidate.nodepool} not found"
             )
+        elif candidate.is_nominated(now):
+            state.block(candidate.name, DISRUPTION_BLOCKED, nominated_message(candidate))
     eligible = [c for c in eligible if c.name not in state.blocked]
     _empty(state, eligible)
     rest = [c for c in eligible if c.name not in state.taken]
@@ -227,6 +234,16 @@ def plan_disruption(
         _underutilized(state, rest)
     blocked = tuple(b for name, b in sorted(state.blocked.items()) if name not in state.taken)
     return DisruptionPlan(tuple(state.decisions), blocked)
+
+
+def nominated_message(candidate: Candidate) -> str:
+    """Why a nominated node stays (Karpenter: "state node is nominated for a pending pod")."""
+    until = candidate.nominated_until
+    when = "" if until is None else f" until {until.isoformat(timespec='seconds')}"
+    return (
+        f"nominated for {candidate.nominated_pods} pending pod(s) the provisioner planned "
+        f"onto it{when}"
+    )
 
 
 # -- Empty ------------------------------------------------------------------------------------
@@ -615,6 +632,8 @@ def validate(  # noqa: PLR0911 - one exit per way a decision stops holding
             return Validation(False, f"node {name} is gone")
         if name in snapshot.disrupting:
             return Validation(False, f"node {name} is already being disrupted")
+        if candidate.is_nominated(now):
+            return Validation(False, f"{DISRUPTION_BLOCKED}: {nominated_message(candidate)}")
         if (
             candidate.last_pod_event_at is not None
             and candidate.last_pod_event_at > decision.decided_at

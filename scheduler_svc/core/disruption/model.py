@@ -35,7 +35,7 @@ NON_RESCHEDULABLE_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
 
 
 def has_do_not_disrupt(annotations: Mapping[str, str]) -> bool:
-    """Whether a pod's annotations hold it in place (either annotation set to ``true``)."""
+    """Whether a pod's annotations hold it in place for good (either annotation ``true``)."""
     return any(annotations.get(key) == "true" for key in DO_NOT_DISRUPT_ANNOTATIONS)
 
 
@@ -55,11 +55,24 @@ class CandidatePod:
     """A pod bound to a candidate: the scheduling view plus what disruption needs.
 
     ``owner_kind`` is its controller's kind (None: a bare pod with no controller);
-    ``do_not_disrupt`` from either annotation (see ``has_do_not_disrupt``)."""
+    ``do_not_disrupt`` from either annotation; ``do_not_disrupt_until``: when the annotation
+    holds a duration (``karpenter.sh/do-not-disrupt: "4h"``, Karpenter v1.12), the moment the
+    hold ends (its start time plus the duration; None: ``true``, held for good).
+    ``deletion_cost`` (``controller.kubernetes.io/pod-deletion-cost``) and ``priority``
+    weigh its eviction in Balanced consolidation (``balanced.eviction_cost``)."""
 
     pod: Pod
     owner_kind: str | None = "ReplicaSet"
     do_not_disrupt: bool = False
+    do_not_disrupt_until: datetime | None = None
+    deletion_cost: int = 0
+    priority: int = 0
+
+    def holds(self, now: datetime) -> bool:
+        """Whether its do-not-disrupt annotation holds its node now."""
+        if not self.do_not_disrupt:
+            return False
+        return self.do_not_disrupt_until is None or now < self.do_not_disrupt_until
 
     @property
     def key(self) -> str:
@@ -82,7 +95,7 @@ class Candidate:
     ``subnet_id`` the subnet its instance is in, ``security_group_ids`` its instance's
     security groups (both recorded at launch; None: unknown, e.g. launched before daiku
     recorded them), ``image_id`` the AMI it runs (its NodeClaim's ``status.imageID``; None:
-    unknown)."""
+    unknown); ``nominated_pods``/``nominated_until``: see ``is_nominated``."""
 
     name: str
     nodeclaim: str
@@ -107,6 +120,18 @@ class Candidate:
     # conditions, and when EC2 last recommended rebalancing the instance (None: never).
     conditions: tuple[NodeCondition, ...] = ()
     rebalance_recommended_at: datetime | None = None
+    nominated_pods: int = 0
+    nominated_until: datetime | None = None
+
+    def is_nominated(self, now: datetime) -> bool:
+        """Whether pods the provisioner planned onto it are still pending within the
+        nomination window (``nominated_pods`` of them, until ``nominated_until``): the
+        default-scheduler has not bound them yet, so it is not empty and not disrupted."""
+        return (
+            self.nominated_pods > 0
+            and self.nominated_until is not None
+            and now < self.nominated_until
+        )
 
     def to_node(self) -> Node:
         """The scheduling core's view (every bound pod takes room)."""
