@@ -60,7 +60,9 @@ _TEMPLATE_SPEC_FIELDS = frozenset(
 _NODEOVERLAY_SPEC_FIELDS = frozenset(
     {"requirements", "price", "priceAdjustment", "capacity", "weight"}
 )
-_DISRUPTION_FIELDS = frozenset({"consolidationPolicy", "consolidateAfter", "budgets"})
+_DISRUPTION_FIELDS = frozenset(
+    {"consolidationPolicy", "consolidateAfter", "budgets", "consolidationThreshold"}
+)
 _EC2NODECLASS_SPEC_FIELDS = frozenset(
     {
         "subnetSelectorTerms",

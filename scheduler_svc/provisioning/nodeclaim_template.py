@@ -26,10 +26,10 @@ from scheduler_svc.core.requirements import (
     LABEL_NODEPOOL,
     LABEL_ZONE,
 )
+from scheduler_svc.kube.convert_disruption import OFFERINGS_ANNOTATION
 from scheduler_svc.kube.resources import KubeObject
 from scheduler_svc.kube.writer import TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY
 
-OFFERINGS_ANNOTATION = "daiku.dev/offerings"
 # The actuator refuses a launch with more offerings (INVALID_ARGUMENT); the plan lists them most
 # preferred first, so the first ones are those worth keeping.
 MAX_OFFERINGS = 500

@@ -113,3 +113,24 @@ def test_unknown_operator_is_a_warning_on_stderr(tmp_path: Path) -> None:
         "unknown operator 'Frob'" in result.stderr
     )
     assert "operator: Frob" in result.stdout
+
+
+def test_balanced_consolidation_carries_over(tmp_path: Path) -> None:
+    """Karpenter v1.14's `consolidationPolicy: Balanced` and `consolidationThreshold` pass
+    through `daiku convert` unchanged, with no warning (they used to be dropped)."""
+    (nodepool,) = [
+        d
+        for d in yaml.safe_load_all((FIXTURES / "karpenter_v1.yaml").read_text())
+        if d["kind"] == "NodePool"
+    ]
+    nodepool["spec"]["disruption"] = {
+        "consolidationPolicy": "Balanced",
+        "consolidationThreshold": 3,
+        "consolidateAfter": "30s",
+    }
+    source = tmp_path / "nodepool.yaml"
+    source.write_text(yaml.safe_dump(nodepool))
+    result = CliRunner().invoke(app, ["convert", "-f", str(source)])
+    assert result.exit_code == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["spec"]["disruption"] == nodepool["spec"]["disruption"]
+    assert "consolidationThreshold" not in result.stderr

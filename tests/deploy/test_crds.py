@@ -148,6 +148,15 @@ NODEPOOL_BREAKAGES = {
     "duration in days": lambda s: s["template"]["spec"].update(expireAfter="30d"),
     "consolidateAfter junk": lambda s: s["disruption"].update(consolidateAfter="soon"),
     "unknown policy": lambda s: s["disruption"].update(consolidationPolicy="WhenUnderutilized"),
+    "consolidationThreshold without Balanced": lambda s: s["disruption"].update(
+        consolidationThreshold=2
+    ),
+    "consolidationThreshold 4": lambda s: s["disruption"].update(
+        consolidationPolicy="Balanced", consolidationThreshold=4
+    ),
+    "consolidationThreshold 0": lambda s: s["disruption"].update(
+        consolidationPolicy="Balanced", consolidationThreshold=0
+    ),
     "bad taint effect": lambda s: s["template"]["spec"].update(
         taints=[{"key": "a", "effect": "NoRun"}]
     ),
@@ -207,6 +216,16 @@ def test_nodepool_rejections(breakage: str) -> None:
     nodepool = copy.deepcopy(_nodepool())
     NODEPOOL_BREAKAGES[breakage](nodepool["spec"])
     assert violations(nodepool) != []
+
+
+def test_a_balanced_nodepool_with_its_threshold_passes() -> None:
+    """Karpenter v1.14's `consolidationPolicy: Balanced` with `consolidationThreshold` 1-3."""
+    for threshold in (1, 2, 3):
+        nodepool = _nodepool()
+        nodepool["spec"]["disruption"].update(
+            consolidationPolicy="Balanced", consolidationThreshold=threshold
+        )
+        assert violations(nodepool) == []
 
 
 def test_karpenter_v1_nodepool_only_apiversion_changed() -> None:

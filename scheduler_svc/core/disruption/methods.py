@@ -7,10 +7,11 @@ each other; empty nodes move nothing and may all go at once, within budgets):
 2. **Expired** — older than ``expireAfter`` → delete, with replacements for the pods that do
    not fit elsewhere (``solve`` picks the cheapest fitting claims: right-sized).
 3. **Drifted** — see ``drift`` → the same as expired.
-4. **Underutilized** (``WhenEmptyOrUnderutilized``) — merge the k most promising nodes into
-   at most one cheaper node (``multi_node``: binary search on k as Karpenter, then the sizes it
-   skipped), else delete or replace one node; only for a saving above the threshold; the
-   controller validates after a wait.
+4. **Underutilized** (``WhenEmptyOrUnderutilized``; ``Balanced`` only for moves whose score
+   passes, see ``balanced``) — merge the k most promising nodes into at most one cheaper node
+   (``multi_node``: binary search on k as Karpenter, then the sizes it skipped), else delete or
+   replace one node; only for a saving above the threshold; the controller validates after a
+   wait.
 
 Every method is blocked by a do-not-disrupt pod, a PDB allowing no disruption and the
 budgets (expiry obeys the budgets that name no reason, since ``Expired`` cannot be named).
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler_svc.core.catalog_index import CatalogCache
+from scheduler_svc.core.disruption.balanced import balanced_score
 from scheduler_svc.core.disruption.drift import drift_reason
 from scheduler_svc.core.disruption.model import (
     BlockedNode,
@@ -39,7 +41,6 @@ from scheduler_svc.core.disruption.multi_node import Outcome as _Outcome
 from scheduler_svc.core.disruption.multi_node import search as multi_node_search
 from scheduler_svc.core.disruption.multi_node import types_holding
 from scheduler_svc.core.disruption.settings import (
-    ConsolidationPolicy,
     DisruptionReason,
     format_seconds,
 )
@@ -367,7 +368,7 @@ def _consolidatable(state: _Pass, candidates: Sequence[Candidate]) -> list[Candi
     in_flight += sum(1 for c in state.snapshot.candidates if not c.is_initialized)
     for candidate in candidates:
         settings = state.snapshot.nodepool(candidate.nodepool).disruption  # type: ignore[union-attr]
-        if settings.consolidation_policy is not ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED:
+        if not settings.consolidation_policy.consolidates_underutilized:
             continue
         if not candidate.reschedulable_pods():
             continue  # empty: the Empty method's (after consolidateAfter)
@@ -451,11 +452,28 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
         )
 
 
-def _consolidate(  # noqa: PLR0911 - one exit per way a consolidation fails
+def _consolidate(
     state: _Pass, nodes: Sequence[Candidate], *, allow_replace: bool = True
 ) -> _Outcome:
     """Delete ``nodes`` (their pods fit elsewhere) or, with ``allow_replace``, replace them by
-    one cheaper node."""
+    one cheaper node; in a Balanced NodePool only when the move's score passes (the decision's
+    message then states the score, saving and disruption; the refusal says why)."""
+    outcome = _consolidate_unscored(state, nodes, allow_replace=allow_replace)
+    if outcome.decision is None:
+        return outcome
+    scored = balanced_score(state.snapshot, nodes, outcome.decision.new_price_per_hour)
+    if scored is None:
+        return outcome
+    if not scored.passes:
+        return _Outcome(None, scored.describe())
+    message = f"{outcome.decision.message}; {scored.describe()}"
+    return _Outcome(dataclasses.replace(outcome.decision, message=message))
+
+
+def _consolidate_unscored(  # noqa: PLR0911 - one exit per way a consolidation fails
+    state: _Pass, nodes: Sequence[Candidate], *, allow_replace: bool = True
+) -> _Outcome:
+    """``_consolidate`` before Balanced scoring."""
     old_price = sum(c.price_per_hour for c in nodes)
     names = tuple(c.name for c in nodes)
     claims = tuple(c.nodeclaim for c in nodes)

@@ -27,6 +27,20 @@ class ConsolidationPolicy(StrEnum):
 
     WHEN_EMPTY = "WhenEmpty"
     WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+    # Karpenter v1.14: underutilized nodes too, but only moves whose saving justifies their
+    # disruption (``balanced``).
+    BALANCED = "Balanced"
+
+    @property
+    def consolidates_underutilized(self) -> bool:
+        """Whether nodes with pods are consolidated at all (not only empty ones)."""
+        return self is not ConsolidationPolicy.WHEN_EMPTY
+
+
+# Karpenter's consolidationThreshold: integers 1-3, default 2 (a move passes when its
+# disruption fraction is at most k times its saving fraction).
+CONSOLIDATION_THRESHOLDS = (1, 2, 3)
+DEFAULT_CONSOLIDATION_THRESHOLD = 2
 
 
 class RebalanceRecommendationPolicy(StrEnum):
@@ -78,6 +92,22 @@ def parse_duration(text: str, where: str, *, allow_never: bool = True) -> float 
         raise DisruptionSettingsError(f"{where}: {text!r} is not a duration like 1h30m{never}")
     hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
     return float(hours * 3600 + minutes * 60 + seconds)
+
+
+_GO_DURATION = re.compile(r"((?:\d+(?:\.\d*)?|\.\d+))(ns|us|µs|ms|s|m|h)")
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str) -> float | None:
+    """Go's ``time.ParseDuration`` (``4h``, ``1h30m``, ``1.5h``, ``300ms``) in seconds; None
+    when ``text`` is not one (Karpenter parses the do-not-disrupt annotation's value so)."""
+    body = text[1:] if text[:1] in "+-" else text
+    if body == "0":
+        return 0.0
+    if not body or _GO_DURATION.sub("", body):
+        return None
+    seconds = sum(float(n) * _GO_UNITS[u] for n, u in _GO_DURATION.findall(body))
+    return -seconds if text.startswith("-") else seconds
 
 
 @dataclass(frozen=True)
@@ -147,6 +177,7 @@ class DisruptionSettings:
     termination_grace_period_seconds: float | None = None
     budgets: tuple[Budget, ...] = DEFAULT_BUDGETS
     rebalance_policy: RebalanceRecommendationPolicy = RebalanceRecommendationPolicy.IGNORE
+    consolidation_threshold: int = DEFAULT_CONSOLIDATION_THRESHOLD
 
     @staticmethod
     def from_spec(nodepool: str, spec: Mapping[str, Any]) -> DisruptionSettings:
@@ -161,8 +192,9 @@ class DisruptionSettings:
         except ValueError:
             raise DisruptionSettingsError(
                 f"{where}: spec.disruption.consolidationPolicy: {policy_text!r} is not one of "
-                "WhenEmpty, WhenEmptyOrUnderutilized"
+                "WhenEmpty, WhenEmptyOrUnderutilized, Balanced"
             ) from None
+        threshold = _threshold(disruption, policy, where)
         consolidate_after = parse_duration(
             str(disruption.get("consolidateAfter", "0s")),
             f"{where}: spec.disruption.consolidateAfter",
@@ -206,7 +238,23 @@ class DisruptionSettings:
             grace_seconds,
             budgets,
             rebalance_policy=rebalance,
+            consolidation_threshold=threshold,
         )
+
+
+def _threshold(disruption: Mapping[str, Any], policy: ConsolidationPolicy, where: str) -> int:
+    """``consolidationThreshold``: only with ``Balanced`` (as Karpenter's CEL rule), 1-3."""
+    field_name = f"{where}: spec.disruption.consolidationThreshold"
+    value = disruption.get("consolidationThreshold")
+    if value is None:
+        return DEFAULT_CONSOLIDATION_THRESHOLD
+    if policy is not ConsolidationPolicy.BALANCED:
+        raise DisruptionSettingsError(
+            f"{field_name}: only allowed with consolidationPolicy Balanced"
+        )
+    if isinstance(value, bool) or value not in CONSOLIDATION_THRESHOLDS:
+        raise DisruptionSettingsError(f"{field_name}: {value!r} is not one of 1, 2, 3")
+    return int(value)
 
 
 def _budget(item: object, where: str) -> Budget:

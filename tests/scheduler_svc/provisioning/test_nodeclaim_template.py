@@ -8,9 +8,9 @@ import pytest
 
 from scheduler_svc.core.model import NodeClaimPlan, OfferingOption, Resources
 from scheduler_svc.core.requirements import Operator, Requirement
+from scheduler_svc.kube.convert_disruption import OFFERINGS_ANNOTATION
 from scheduler_svc.provisioning.nodeclaim_template import (
     MAX_OFFERINGS,
-    OFFERINGS_ANNOTATION,
     format_quantity,
     launch_request_of,
     new_nodeclaim_name,
