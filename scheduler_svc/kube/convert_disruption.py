@@ -71,20 +71,32 @@ def owner_kind(pod: KubeObject) -> str | None:
     return None
 
 
-def candidate_pod_from_k8s(obj: KubeObject, pod: Pod) -> CandidatePod:
-    """`pod` (the scheduling view of `obj`) with its disruption facts (module docstring)."""
+def do_not_disrupt_hold(obj: KubeObject) -> tuple[bool, datetime | None]:
+    """Whether the pod's do-not-disrupt annotation holds it, and until when (None: for good,
+    or a duration whose pod has no start time yet: Karpenter fails safe the same way)."""
     annotations = annotations_of(obj)
     held, until = False, None
     for key in DO_NOT_DISRUPT_ANNOTATIONS:
         value = annotations.get(key)
         if value == "true":
-            held, until = True, None
-            break
+            return True, None
         seconds = parse_go_duration(value) if isinstance(value, str) else None
         if seconds is not None and seconds > 0:
             started = parse_timestamp(_section(obj, "status").get("startTime"))
-            # No start time yet: held (Karpenter fails safe the same way).
             held, until = True, None if started is None else started + timedelta(seconds=seconds)
+    return held, until
+
+
+def do_not_disrupt_holds(obj: KubeObject, now: datetime) -> bool:
+    """Whether the pod's do-not-disrupt annotation holds it at `now` (the drain's test)."""
+    held, until = do_not_disrupt_hold(obj)
+    return held and (until is None or now < until)
+
+
+def candidate_pod_from_k8s(obj: KubeObject, pod: Pod) -> CandidatePod:
+    """`pod` (the scheduling view of `obj`) with its disruption facts (module docstring)."""
+    annotations = annotations_of(obj)
+    held, until = do_not_disrupt_hold(obj)
     spec = _section(obj, "spec")
     priority = spec.get("priority")
     return CandidatePod(

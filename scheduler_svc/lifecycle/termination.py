@@ -43,7 +43,6 @@ from typing import Any
 
 import structlog
 
-from scheduler_svc.core.disruption.model import has_do_not_disrupt
 from scheduler_svc.core.disruption.settings import DisruptionSettingsError, parse_duration
 from scheduler_svc.core.model import LabelSelector
 from scheduler_svc.core.requirements import Operator, Requirement, RequirementError
@@ -57,6 +56,7 @@ from scheduler_svc.errors import (
     KubeTooManyRequestsError,
     NotFoundError,
 )
+from scheduler_svc.kube.convert_disruption import do_not_disrupt_holds
 from scheduler_svc.kube.resources import (
     NODE_CLAIMS,
     NODE_POOLS,
@@ -326,7 +326,7 @@ class Terminator:
                     or loop.time() < retry_at.get(key, 0)
                 ):
                     continue
-                if has_do_not_disrupt(_annotations(pod)):
+                if do_not_disrupt_holds(pod, now):
                     if key not in reported:
                         reported.add(key)
                         await self.record(
