@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -27,6 +28,7 @@ from localcloud.ec2.instance_types import (
     instance_type_zones,
     on_demand_prices,
     priced_regions,
+    zone_ids,
 )
 from localcloud.ec2.spot_prices import spot_price
 
@@ -42,8 +44,12 @@ def resources_document(resources: NodeResources) -> dict[str, str]:
     }
 
 
-def instance_type_document(item: CatalogInstanceType) -> dict[str, Any]:
-    """One catalog entry as JSON-ready data."""
+def instance_type_document(
+    item: CatalogInstanceType, zone_ids: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """One catalog entry as JSON-ready data (offerings carry their zone's id, ``zoneID``, when
+    ``zone_ids`` knows it)."""
+    ids = zone_ids or {}
     return {
         "name": item.name,
         "capacity": resources_document(item.capacity),
@@ -52,6 +58,7 @@ def instance_type_document(item: CatalogInstanceType) -> dict[str, Any]:
         "offerings": [
             {
                 "zone": o.key.zone,
+                **({"zoneID": ids[o.key.zone]} if o.key.zone in ids else {}),
                 "capacityType": o.key.capacity_type,
                 "price": o.price_per_hour,
                 "available": o.available,
@@ -81,7 +88,8 @@ def bundled_catalog_document(region: str = "us-east-1") -> dict[str, Any]:
         unavailable={},
         current_generation_only=True,
     )
-    return {"instanceTypes": [instance_type_document(t) for t in types]}
+    ids = zone_ids(region)
+    return {"instanceTypes": [instance_type_document(t, ids) for t in types]}
 
 
 # Sizes in the order EC2 grows them; "Nxlarge" sits between xlarge and metal, ordered by N.

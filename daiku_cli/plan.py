@@ -454,6 +454,7 @@ def instance_types_from_document(document: Any, source: str) -> list[InstanceTyp
                         str(offering["capacityType"]),
                         float(offering["price"]),
                         bool(offering.get("available", True)),
+                        str(offering.get("zoneID") or ""),
                     )
                 )
             except (KeyError, TypeError, ValueError) as exc:

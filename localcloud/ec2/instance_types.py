@@ -8,6 +8,7 @@ immutable package data.
 
 from __future__ import annotations
 
+import ast
 import functools
 import gzip
 import importlib.util
@@ -53,6 +54,25 @@ def instance_type_zones(region: str) -> dict[str, list[str]]:
     for offering in offerings:
         zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
     return {name: sorted(locations) for name, locations in sorted(zones.items())}
+
+
+@functools.cache
+def zone_ids(region: str) -> dict[str, str]:
+    """Zone name -> zone id (``us-east-1a`` -> ``use1-az6``) as the emulator reports them
+    (DescribeAvailabilityZones, subnets' AvailabilityZoneId): moto's zone table, read from its
+    source without importing moto (empty for a region it does not list)."""
+    source = _moto_ec2_resources().parent / "models" / "availability_zones_and_regions.py"
+    ids: dict[str, str] = {}
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Zone":
+            fields = {
+                k.arg: k.value.value
+                for k in node.keywords
+                if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)
+            }
+            if fields.get("region_name") == region and "name" in fields and "zone_id" in fields:
+                ids[fields["name"]] = fields["zone_id"]
+    return ids
 
 
 @functools.cache

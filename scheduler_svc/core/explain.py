@@ -14,6 +14,7 @@ from scheduler_svc.core.requirements import (
 )
 from scheduler_svc.core.solver import format_amount
 from scheduler_svc.core.taints import first_untolerated
+from scheduler_svc.core.zone_ids import with_zone_ids_as_zones
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class PodExplanation:
 def explain_pod(problem: SchedulingInput, pod_key: str) -> PodExplanation:
     """Explain, for the pending pod ``namespace/name``, what each NodePool and its instance
     types allow. Raises KeyError when the pod is not among ``problem.pods``."""
+    problem = with_zone_ids_as_zones(problem)
     pod = next((p for p in problem.pods if p.key == pod_key), None)
     if pod is None:
         raise KeyError(pod_key)

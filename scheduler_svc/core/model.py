@@ -15,6 +15,7 @@ from scheduler_svc.core.requirements import (
     LABEL_ALIASES,
     LABEL_KARPENTER_NODEPOOL,
     LABEL_NODEPOOL,
+    LABEL_ZONE_ID,
     Operator,
     Requirement,
     Requirements,
@@ -239,6 +240,33 @@ class HostPort:
         return self.host_ip in (wildcard, other.host_ip) or other.host_ip == wildcard
 
 
+def _names_zone_id(pod: Pod) -> bool:
+    """Whether the pod's selectors, node affinity or topology terms name the zone id."""
+    if not (
+        pod.node_selector
+        or pod.required_node_affinity
+        or pod.preferred_node_affinity
+        or pod.topology_spread
+        or pod.pod_affinity
+        or pod.pod_anti_affinity
+        or pod.preferred_pod_affinity
+        or pod.preferred_pod_anti_affinity
+    ):
+        return False
+    if LABEL_ZONE_ID in pod.node_selector:
+        return True
+    if any(r.key == LABEL_ZONE_ID for t in pod.required_node_affinity for r in t):
+        return True
+    if any(r.key == LABEL_ZONE_ID for p in pod.preferred_node_affinity for r in p.requirements):
+        return True
+    keys = [s.topology_key for s in pod.topology_spread]
+    keys += [t.topology_key for t in (*pod.pod_affinity, *pod.pod_anti_affinity)]
+    keys += [
+        w.term.topology_key for w in (*pod.preferred_pod_affinity, *pod.preferred_pod_anti_affinity)
+    ]
+    return LABEL_ZONE_ID in keys
+
+
 @dataclass(frozen=True)
 class Pod:
     """A pod as the solver sees it. ``containers`` and ``init_containers`` carry requests;
@@ -261,6 +289,9 @@ class Pod:
     preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     volume_zones: tuple[str, ...] = ()
+    # Whether a selector, affinity or spread names topology.k8s.aws/zone-id (set at
+    # construction, once per pod, so each solve's check of every pod costs a lookup).
+    names_zone_id: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Deprecated node-label aliases in the node selector and node affinity become the
@@ -286,6 +317,7 @@ class Pod:
                     for p in self.preferred_node_affinity
                 ),
             )
+        object.__setattr__(self, "names_zone_id", _names_zone_id(self))
 
     @property
     def key(self) -> str:
@@ -374,12 +406,14 @@ class NodePool:
 
 @dataclass(frozen=True)
 class Offering:
-    """Where an instance type can be launched: zone x capacity type, at a price."""
+    """Where an instance type can be launched: zone x capacity type, at a price; ``zone_id``
+    is the zone's AWS-wide id (``use1-az1``; "" when not known)."""
 
     zone: str
     capacity_type: str
     price_per_hour: float
     available: bool = True
+    zone_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from enum import StrEnum
 
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_ZONE = "topology.kubernetes.io/zone"
+#: The zone's AWS-wide id (``use1-az1``): the same physical zone in every account, where zone
+#: names are shuffled per account (Karpenter AWS ``LabelTopologyZoneID``).
+LABEL_ZONE_ID = "topology.k8s.aws/zone-id"
 LABEL_REGION = "topology.kubernetes.io/region"
 LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
 LABEL_ARCH = "kubernetes.io/arch"

@@ -43,6 +43,7 @@ from scheduler_svc.core.model import (
 )
 from scheduler_svc.core.repacking import Repacking
 from scheduler_svc.core.solver_state import PodClass, format_amount, format_limit
+from scheduler_svc.core.zone_ids import with_zone_ids_as_zones
 
 
 class _Solver(Repacking):
@@ -185,7 +186,7 @@ def solve(
     of on every call; the plan is the same either way). ``packing`` says which batches the
     integer program improves, with what budget (``PackingSettings``; default: batches up to
     1,000 pods, 200 branch-and-bound nodes, 1 s at most)."""
-    return _Solver(problem, catalogs, packing).solve()
+    return _Solver(with_zone_ids_as_zones(problem), catalogs, packing).solve()
 
 
 __all__ = ["format_amount", "format_limit", "solve"]

@@ -479,6 +479,21 @@ def _host_ports(reader: _Reader, containers: list[Any], at: str) -> tuple[HostPo
 # -- namespaces, nodes, NodeClaims, NodePools -----------------------------------------------------
 
 
+def zone_ids_from_node_class(obj: KubeObject) -> dict[str, str]:
+    """Zone -> zone id from an EC2NodeClass's resolved subnets (``status.subnets[].zoneID``,
+    where Karpenter's AWS provider learns them too). Entries without both are skipped: the
+    status is daiku's own writing, and a missing id only leaves the label off."""
+    status = obj.get("status") if isinstance(obj, dict) else None
+    subnets = status.get("subnets") if isinstance(status, dict) else None
+    ids: dict[str, str] = {}
+    for subnet in subnets if isinstance(subnets, list) else ():
+        if isinstance(subnet, dict):
+            zone, zone_id = subnet.get("zone"), subnet.get("zoneID")
+            if isinstance(zone, str) and isinstance(zone_id, str) and zone and zone_id:
+                ids[zone] = zone_id
+    return ids
+
+
 def namespace_labels_from_k8s(obj: KubeObject) -> dict[str, str]:
     """A Namespace's labels (what pod (anti-)affinity's namespaceSelector selects on)."""
     reader = _Reader(obj, "Namespace")

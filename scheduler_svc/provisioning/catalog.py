@@ -21,7 +21,12 @@ from typing import Protocol
 from scheduler_svc.core.model import InstanceType
 from scheduler_svc.core.nodeclass import KubeletSpec
 from scheduler_svc.core.overlay import NodeOverlay, apply_overlays
-from scheduler_svc.kube.convert import kubelet_from_k8s, node_class_from_k8s
+from scheduler_svc.core.zone_ids import with_offering_zone_ids
+from scheduler_svc.kube.convert import (
+    kubelet_from_k8s,
+    node_class_from_k8s,
+    zone_ids_from_node_class,
+)
 from scheduler_svc.kube.resources import KubeObject
 
 CatalogKey = tuple[KubeletSpec | None, int]
@@ -62,6 +67,12 @@ class InstanceTypeCatalog:
             CatalogKey,
             tuple[tuple[InstanceType, ...], tuple[NodeOverlay, ...], tuple[InstanceType, ...]],
         ] = {}
+        # The last catalog given each zone-id map, by the fetched catalog's key: the same tuple
+        # again while neither changes (the solver's index cache matches it by identity).
+        self._with_ids: dict[
+            tuple[CatalogKey, frozenset[tuple[str, str]]],
+            tuple[tuple[InstanceType, ...], tuple[InstanceType, ...]],
+        ] = {}
 
     def _with_overlays(
         self, key: CatalogKey, types: tuple[InstanceType, ...]
@@ -78,7 +89,21 @@ class InstanceTypeCatalog:
 
     async def instance_types(self, node_class: KubeObject) -> tuple[InstanceType, ...]:
         """The catalog for `node_class` (ActuatorError when the actuator fails and nothing is
-        cached; a stale copy is served instead when there is one)."""
+        cached; a stale copy is served instead when there is one), its offerings carrying the
+        zone ids of the class's resolved subnets (Karpenter's source for them)."""
+        types = await self._fetched(node_class)
+        ids = zone_ids_from_node_class(node_class)
+        if not ids:
+            return types
+        ident = (catalog_key(node_class), frozenset(ids.items()))
+        cached = self._with_ids.get(ident)
+        if cached is not None and cached[0] is types:
+            return cached[1]
+        labelled = with_offering_zone_ids(types, ids)
+        self._with_ids[ident] = (types, labelled)
+        return labelled
+
+    async def _fetched(self, node_class: KubeObject) -> tuple[InstanceType, ...]:
         key = catalog_key(node_class)
         cached = self._cache.get(key)
         now = self._clock()

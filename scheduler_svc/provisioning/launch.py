@@ -32,7 +32,12 @@ from scheduler_svc.actuator_client import LaunchedInstance, OfferingChoice, Tain
 from scheduler_svc.core.disruption import SECURITY_GROUP_IDS_ANNOTATION, SUBNET_ID_ANNOTATION
 from scheduler_svc.core.model import UnavailableOffering
 from scheduler_svc.core.nodeclass import KubeletSpec, NodeClassSpec
-from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE
+from scheduler_svc.core.requirements import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
+    LABEL_ZONE_ID,
+)
 from scheduler_svc.core.taints import Taint, TaintEffect
 from scheduler_svc.errors import (
     ActuatorError,
@@ -41,7 +46,11 @@ from scheduler_svc.errors import (
     ResourceExhaustedError,
     UnavailableError,
 )
-from scheduler_svc.kube.convert import kubelet_from_k8s, node_class_from_k8s
+from scheduler_svc.kube.convert import (
+    kubelet_from_k8s,
+    node_class_from_k8s,
+    zone_ids_from_node_class,
+)
 from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, KubeObject
 from scheduler_svc.kube.writer import KubeWriter
 from scheduler_svc.metrics import SchedulerMetrics
@@ -220,6 +229,9 @@ class ClaimLauncher:
                 LABEL_CAPACITY_TYPE: instance.capacity_type,
             }
         )
+        zone_id = zone_ids_from_node_class(node_class).get(instance.zone)
+        if zone_id:  # as Karpenter's AWS provider labels it, from the class's subnets
+            labels[LABEL_ZONE_ID] = zone_id
         annotations: dict[str, str] = {}
         if instance.attempts:
             # How the launch went (one CreateFleet can try several offerings): for operators.

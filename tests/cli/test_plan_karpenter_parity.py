@@ -58,11 +58,12 @@ def test_neuron_request_gets_a_neuron_node(tmp_path: Path) -> None:
 
 # aws/karpenter-provider-aws pkg/providers/instancetype/suite_test.go, "should support instance
 # type labels with accelerator": one pod selecting inf2.xlarge by every label Karpenter sets,
-# deprecated aliases included (topology.k8s.aws/zone-id left out: daiku does not set it).
+# deprecated aliases and the zone id (us-east-1a is use1-az6 in the emulator) included.
 KARPENTER_INF2_NODE_SELECTOR = {
     "karpenter.sh/nodepool": "default",
     "topology.kubernetes.io/region": "us-east-1",
     "topology.kubernetes.io/zone": "us-east-1a",
+    "topology.k8s.aws/zone-id": "use1-az6",
     "node.kubernetes.io/instance-type": "inf2.xlarge",
     "kubernetes.io/os": "linux",
     "kubernetes.io/arch": "amd64",

@@ -128,3 +128,23 @@ def test_namespace_objects_give_a_namespace_selector_its_labels(tmp_path: Path) 
     assert [c["pods"] for c in data["nodeClaims"]] == [["default/web-0"]]
     assert web["existingNodePlacements"] == [{"node": "ip-10-0-0-1", "pods": ["default/web-0"]}]
     assert web["nodeClaims"] == []
+
+
+def test_a_zone_id_selector_pins_the_zone_with_that_id(tmp_path: Path) -> None:
+    """nodeSelector topology.k8s.aws/zone-id=use1-az2 plans the node in us-east-1c, the zone
+    with that id in the bundled catalog (the emulator's ids: us-east-1a is use1-az6); an id no
+    zone has leaves the pod Pending (aws/karpenter-provider-aws test/suites/scheduling "should
+    support well-known labels for zone id selection")."""
+    zone_id = "topology.k8s.aws/zone-id"
+    manifests = write(
+        tmp_path,
+        "m.yaml",
+        nodepool(),
+        deployment("web", 2, {"cpu": "500m"}, nodeSelector={zone_id: "use1-az2"}),
+        deployment("lost", 1, {"cpu": "500m"}, nodeSelector={zone_id: "mars-az1"}),
+    )
+
+    plan = plan_json("-f", str(manifests), exit_code=1)
+
+    assert {c["zone"] for c in plan["nodeClaims"]} == {"us-east-1c"}
+    assert [u["pod"] for u in plan["unschedulable"]] == ["default/lost-0"]

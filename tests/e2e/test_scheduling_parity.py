@@ -214,3 +214,26 @@ async def test_pods_needing_different_extended_resources_get_different_nodes(
     assert train["metadata"]["name"] != infer["metadata"]["name"]
     assert int(train["status"]["allocatable"]["nvidia.com/gpu"]) >= 1
     assert int(infer["status"]["allocatable"]["aws.amazon.com/neuron"]) >= 1
+
+
+async def test_a_zone_id_selector_gets_a_node_in_that_zone_labelled_with_it(stack: Stack) -> None:
+    """nodeSelector topology.k8s.aws/zone-id gets a node in the zone with that id, and the node
+    carries the label (the id from the EC2NodeClass's resolved subnets), so the pod runs there
+    (aws/karpenter-provider-aws test/suites/scheduling "should support well-known labels for
+    zone id selection"; pkg/cloudprovider/suite_test.go "should return availability zone ID as
+    a label on the nodeClaim"). Before, the selector was ignored in planning and no node had
+    the label: the pod stayed Pending."""
+    zones = stack.ec2_client().describe_availability_zones()["AvailabilityZones"]
+    wanted = sorted(zones, key=lambda z: z["ZoneName"])[2]
+    await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+    await stack.start_scheduler()
+    selector = {"topology.k8s.aws/zone-id": wanted["ZoneId"]}
+    await stack.store.create("pods", _pod("pinned", nodeSelector=selector), "default")
+
+    await until(lambda: _running(stack, "pinned"), timeout_seconds=30)
+
+    labels = (await _node_of(stack, "pinned"))["metadata"]["labels"]
+    assert (labels[ZONE], labels["topology.k8s.aws/zone-id"]) == (
+        wanted["ZoneName"],
+        wanted["ZoneId"],
+    )
