@@ -7,7 +7,7 @@
   lists with a merge key (containers by `name`, conditions by `type`, ...) are
   merged element by element, `$patch: delete` / `$patch: replace` directives,
   `$deleteFromPrimitiveList/<field>`, `$setElementOrder/<field>` (order is honoured),
-  `finalizers` merged as a set; `$retainKeys` is accepted and ignored. Unknown lists are replaced,
+  `finalizers` merged as a set; `$retainKeys` keeps only the listed keys of its map. Unknown lists are replaced,
   as for merge patch. The merge keys come from the Kubernetes API's `patchMergeKey` tags, keyed
   by field name only (not by full path), which holds for every built-in type kubectl patches.
 """
@@ -122,6 +122,11 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:  # noqa: PLR0912 - on
     for key, order in orders.items():
         if isinstance(result.get(key), list):
             result[key] = _apply_order(key, result[key], order)
+    retained = patch.get(_RETAIN_KEYS)
+    if isinstance(retained, list):
+        # The map keeps only the listed keys: how kubectl clears a union's old member
+        # (a Deployment strategy's rollingUpdate when its type becomes Recreate).
+        result = {key: value for key, value in result.items() if key in retained}
     return result
 
 

@@ -142,11 +142,13 @@ def _default_pod(pod: JsonObject) -> None:
 def _default_deployment(deployment: JsonObject) -> None:
     spec = deployment.setdefault("spec", {})
     spec.setdefault("replicas", 1)
-    if not (spec.get("strategy") or {}).get("type"):
-        spec["strategy"] = {
-            "type": "RollingUpdate",
-            "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"},
-        }
+    # As apps/v1 defaults: the type, then each unset rollingUpdate field, keeping what is given.
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", "25%")
+        rolling.setdefault("maxSurge", "25%")
     spec.setdefault("revisionHistoryLimit", 10)
     spec.setdefault("progressDeadlineSeconds", 600)
     _default_template(spec)
@@ -484,6 +486,83 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         namespaced=True,
         singular="poddisruptionbudget",
         short_names=("pdb",),
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        namespaced=True,
+        singular="statefulset",
+        short_names=("sts",),
+        categories=("all",),
+        has_scale=True,
+    ),
+    ResourceType(
+        "batch",
+        "v1",
+        "jobs",
+        "Job",
+        namespaced=True,
+        singular="job",
+        categories=("all",),
+    ),
+    ResourceType(
+        "batch",
+        "v1",
+        "cronjobs",
+        "CronJob",
+        namespaced=True,
+        singular="cronjob",
+        short_names=("cj",),
+        categories=("all",),
+    ),
+    ResourceType(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        namespaced=True,
+        singular="horizontalpodautoscaler",
+        short_names=("hpa",),
+        categories=("all",),
+    ),
+    ResourceType(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        namespaced=True,
+        singular="networkpolicy",
+        short_names=("netpol",),
+        has_status=False,
+    ),
+    ResourceType(
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "Ingress",
+        namespaced=True,
+        singular="ingress",
+        short_names=("ing",),
+    ),
+    *(
+        ResourceType(
+            "rbac.authorization.k8s.io",
+            "v1",
+            plural,
+            kind,
+            namespaced=namespaced,
+            singular=kind.lower(),
+            has_status=False,
+            has_generation=False,
+        )
+        for plural, kind, namespaced in (
+            ("roles", "Role", True),
+            ("rolebindings", "RoleBinding", True),
+            ("clusterroles", "ClusterRole", False),
+            ("clusterrolebindings", "ClusterRoleBinding", False),
+        )
     ),
     ResourceType(
         "authorization.k8s.io",

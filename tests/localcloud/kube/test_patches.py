@@ -106,3 +106,12 @@ async def test_strategic_merge_replaces_node_taints_as_an_atomic_list() -> None:
         node, {"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}}
     )
     assert swapped["spec"]["taints"] == [{"key": "b", "effect": "NoExecute"}]
+
+
+def test_retain_keys_clears_the_other_members_of_a_union() -> None:
+    """`$retainKeys` (what kubectl sends when a Deployment's strategy changes kind) keeps only
+    the listed keys: switching to Recreate drops the old rollingUpdate."""
+    live = {"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}}
+    patch = {"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}}
+
+    assert strategic_merge_patch(live, patch) == {"spec": {"strategy": {"type": "Recreate"}}}

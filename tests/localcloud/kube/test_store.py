@@ -581,3 +581,29 @@ async def test_dependents_of_missing_owners_are_collected() -> None:
     body["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "ds"}]
     with pytest.raises(Invalid, match=r"ownerReferences\[0\]\.apiVersion: Required"):
         await store.create("pods", body, "default")
+
+
+async def test_a_deployment_strategy_keeps_the_given_rolling_update_and_defaults_the_rest() -> None:
+    """apps/v1 defaulting fills what is unset (type, each rollingUpdate field) and keeps what a
+    manifest sets: `rollingUpdate: {maxSurge: 1}` stays 1, maxUnavailable becomes 25 %."""
+    store = Store()
+    created = await store.create(
+        "deployments",
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "strategy": {"rollingUpdate": {"maxSurge": 1}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "a", "image": "x"}]},
+                },
+            },
+        },
+        "default",
+    )
+
+    assert created["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "25%"},
+    }
