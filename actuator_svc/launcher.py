@@ -119,10 +119,14 @@ class LaunchResult:
     attempts: tuple[LaunchAttempt, ...]
 
 
-def client_token(cluster_name: str, nodeclaim_name: str, step: int) -> str:
+def client_token(cluster_name: str, nodeclaim_name: str, step: int, nodeclaim_uid: str = "") -> str:
     """The ClientToken (<= 64 chars) of the claim's `step`-th CreateFleet call: the same on
-    every replica, whatever offerings its own ICE cache leaves open."""
+    every replica, whatever offerings its own ICE cache leaves open. With the claim object's
+    uid, the steps are that object's: a claim made again under the same name starts afresh
+    (without it, the text is what it was before the uid existed, so tokens stay stable)."""
     text = f"{cluster_name}/{nodeclaim_name}/{step}"
+    if nodeclaim_uid:
+        text = f"{cluster_name}/{nodeclaim_name}/{nodeclaim_uid}/{step}"
     return "daiku-" + hashlib.sha256(text.encode()).hexdigest()[:48]
 
 
@@ -489,7 +493,9 @@ class Launcher:
             await self._cloud.ensure_launch_template(config)
             templates.append(FleetTemplate(config.name, tuple(overrides)))
         return FleetRequest(
-            client_token=client_token(self._cluster.name, request.nodeclaim_name, step),
+            client_token=client_token(
+                self._cluster.name, request.nodeclaim_name, step, request.nodeclaim_uid
+            ),
             capacity_type=batch.capacity_type,
             allocation_strategy=batch.allocation_strategy,
             templates=tuple(templates),

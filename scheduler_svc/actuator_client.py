@@ -395,10 +395,11 @@ class ActuatorClient:
         taints: Sequence[TaintSpec] = (),
         startup_taints: Sequence[TaintSpec] = (),
         kubelet: KubeletSpec | None = None,
+        nodeclaim_uid: str = "",
     ) -> LaunchedInstance:
         """Launch the NodeClaim's instance on the first offering (most preferred first) with
-        capacity. Idempotent per `nodeclaim_name`. Raises ResourceExhaustedError when every
-        offering failed."""
+        capacity. Idempotent per `nodeclaim_name` (per claim object when `nodeclaim_uid`, its
+        metadata.uid, is given). Raises ResourceExhaustedError when every offering failed."""
         request = actuator_pb2.LaunchNodeClaimRequest(
             nodeclaim_name=nodeclaim_name,
             nodepool_name=nodepool_name,
@@ -413,6 +414,7 @@ class ActuatorClient:
             taints=[_taint_to_proto(t) for t in taints],
             startup_taints=[_taint_to_proto(t) for t in startup_taints],
             kubelet=_kubelet_to_proto(kubelet),
+            nodeclaim_uid=nodeclaim_uid,
         )
         try:
             response = await self._stub.LaunchNodeClaim(

@@ -75,6 +75,9 @@ class LaunchRequest:
     taints: tuple[Taint, ...] = ()
     startup_taints: tuple[Taint, ...] = ()
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    # The claim object's metadata.uid, when the caller sends it: launch steps are then the
+    # object's, not the name's (decision 0014).
+    nodeclaim_uid: str = ""
 
 
 @dataclass(frozen=True)

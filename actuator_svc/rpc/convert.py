@@ -51,6 +51,8 @@ MAX_USER_DATA_BYTES: Final = 16 * 1024
 # launch template, the resource with the most.
 _DAIKU_TAGS: Final = 6
 _OFFERING_TEXT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
+# A Kubernetes uid is a UUID; any short id of these characters is taken.
+_UID_TEXT = re.compile(r"^[A-Za-z0-9-]{1,128}$")
 _TAINT_EFFECTS: Final = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 _ALIAS_FAMILIES: Final = frozenset({"al2023"})
 GIB: Final = 1024**3
@@ -358,7 +360,17 @@ def launch_request_from_proto(request: pb.LaunchNodeClaimRequest) -> LaunchReque
         taints=_taints(request.taints, "taints"),
         startup_taints=_taints(request.startup_taints, "startup_taints"),
         kubelet=kubelet_from_proto(request.kubelet, "kubelet"),
+        nodeclaim_uid=_uid(request.nodeclaim_uid),
     )
+
+
+def _uid(value: str) -> str:
+    if value and not _UID_TEXT.match(value):
+        shown = repr(value) if len(value) <= 128 else f"{len(value)} characters"
+        raise InvalidRequestError(
+            "nodeclaim_uid", f"{shown} may hold only a-z, A-Z, 0-9 and '-' (128 at most)"
+        )
+    return value
 
 
 def resources_to_proto(resources: NodeResources) -> pb.Resources:

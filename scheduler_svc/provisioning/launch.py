@@ -161,6 +161,7 @@ class ClaimLauncher:
                     taints=[_taint(t) for t in (*request.taints, UNREGISTERED_TAINT)],
                     startup_taints=[_taint(t) for t in request.startup_taints],
                     kubelet=kubelet,
+                    nodeclaim_uid=str((claim.get("metadata") or {}).get("uid") or ""),
                 )
         except ResourceExhaustedError as error:
             self._unavailable.mark(

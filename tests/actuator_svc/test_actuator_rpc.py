@@ -481,6 +481,8 @@ async def test_permanent_errors_fail_fast(stub: Stub, emulator: Ec2Emulator) -> 
         ),
         (lambda r: setattr(r.taints[0], "key", "a/b/c"), "taints[0].key"),
         (lambda r: setattr(r.taints[0], "value", "x y"), "taints[0].value"),
+        (lambda r: setattr(r, "nodeclaim_uid", "not a uid"), "nodeclaim_uid"),
+        (lambda r: setattr(r, "nodeclaim_uid", "u" * 129), "nodeclaim_uid"),
     ],
 )
 async def test_invalid_requests_name_the_field(

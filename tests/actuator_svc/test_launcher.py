@@ -293,6 +293,51 @@ async def test_a_retry_after_an_exhausted_launch_gets_a_fresh_answer() -> None:
     assert len(cloud.fleet_requests) == 2
 
 
+@pytest.mark.parametrize("with_uid", [True, False])
+async def test_a_claim_made_again_under_its_name_is_not_answered_from_the_old_one(
+    with_uid: bool,
+) -> None:
+    """Decision 0014's two limits, closed by the claim object's uid. A replica that never saw
+    the claim (restarted, or the other one) launching a same-name claim object made after an
+    exhausted launch gets a fresh answer, not the stale RESOURCE_EXHAUSTED; and once EC2 has
+    forgotten the old object's terminated instance, a fresh instance, not the forgotten id.
+    Without the uid (a caller that does not send it) both limits remain, as recorded."""
+    cloud = make_cloud()
+    clock = Clock()
+
+    def claim(uid: str) -> LaunchRequest:
+        return replace(request("same-1", spot("m5.large")), nodeclaim_uid=uid if with_uid else "")
+
+    cloud.set_capacity(spot("m5.large"), available=False)
+    with pytest.raises(OfferingsExhaustedError):
+        await make_launcher(cloud, clock)[0].launch(claim("uid-1"))
+    cloud.set_capacity(spot("m5.large"), available=True)
+    if not with_uid:
+        with pytest.raises(OfferingsExhaustedError):  # the earlier object's step, replayed
+            await make_launcher(cloud, clock)[0].launch(claim("uid-2"))
+        return
+    fresh = await make_launcher(cloud, clock)[0].launch(claim("uid-2"))
+    assert fresh.offering == spot("m5.large")
+
+    await cloud.terminate_instances([fresh.instance.id])
+    del cloud.instances[fresh.instance.id]  # EC2 forgets a terminated instance after ~1 h
+    newest = await make_launcher(cloud, clock)[0].launch(claim("uid-3"))
+    assert newest.instance.id != fresh.instance.id
+    assert cloud.instances[newest.instance.id].state == "running"
+
+
+async def test_without_the_uid_a_forgotten_instance_is_the_answer() -> None:
+    """The second limit as recorded: no uid, EC2 forgot the terminated instance, no replica
+    remembers the claim: the same-name relaunch is answered with the forgotten id."""
+    cloud = make_cloud()
+    clock = Clock()
+    old = await make_launcher(cloud, clock)[0].launch(request("same-2", od("m5.large")))
+    await cloud.terminate_instances([old.instance.id])
+    del cloud.instances[old.instance.id]
+    again = await make_launcher(cloud, clock)[0].launch(request("same-2", od("m5.large")))
+    assert again.instance.id == old.instance.id
+
+
 async def test_concurrent_identical_launches_share_one() -> None:
     """1,000 concurrent identical launches of one claim share one launch: one CreateFleet and
     two DescribeInstances (the look-up before, the state of what it launched), not one each."""

@@ -14,6 +14,12 @@ def _request(**overrides: object) -> pb.LaunchNodeClaimRequest:
     return launch_request("web-limits", offering("m5.large", "us-east-1a", "spot"), **overrides)
 
 
+def test_a_claim_uid_reaches_the_launch_request() -> None:
+    uid = "6a1f5c1e-0b7e-4c5e-9d59-1d0c3f5b2a10"
+    assert convert.launch_request_from_proto(_request(nodeclaim_uid=uid)).nodeclaim_uid == uid
+    assert convert.launch_request_from_proto(_request()).nodeclaim_uid == ""
+
+
 def test_tags_fill_ec2s_fifty_beside_daikus_own() -> None:
     """44 tags plus Name fit (the launch template then holds 50 with daiku's six); 45 do not."""
     tags = {f"k{i}": "v" for i in range(44)} | {"Name": "web"}

@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
+from actuator_svc.launcher import client_token
 from actuator_svc.service import ActuatorSettings, serve
 from scheduler_svc.core.quantity import resource_units
 from tests.e2e.conftest import ON_DEMAND_SMALL, Stack, free_port, pause_pod_spec
@@ -59,6 +60,12 @@ async def test_pending_pods_get_nodeclaims_instances_and_run(stack: Stack) -> No
         assert node["metadata"]["labels"]["daiku.dev/nodepool"] == "default"
         assert "daiku.dev/termination" in node["metadata"]["finalizers"]
         assert all(t["key"] != "daiku.dev/unregistered" for t in node["spec"].get("taints", []))
+    # Each claim's first CreateFleet step is its object's (the scheduler sends metadata.uid,
+    # decision 0014): a claim made again under the same name would not replay it.
+    tokens = {call.client_token for call in stack.cloud.ec2.create_fleet_calls}
+    for claim in claims:
+        name, uid = claim["metadata"]["name"], claim["metadata"]["uid"]
+        assert client_token(stack.cloud.cluster_name, name, 0, uid) in tokens
     await until(lambda: _at_least(events(stack, "Nominated"), len(names)))
 
 

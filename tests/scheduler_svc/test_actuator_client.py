@@ -330,9 +330,11 @@ async def test_launch_sends_offerings_in_order_and_returns_the_instance(
         labels={"team": "ml"},
         taints=[Taint("dedicated", TaintEffect.NO_SCHEDULE, "ml")],
         startup_taints=[Taint("daiku.dev/unregistered", TaintEffect.NO_EXECUTE)],
+        nodeclaim_uid="6a1f5c1e-0b7e-4c5e-9d59-1d0c3f5b2a10",
     )
 
     request = served.servicer.requests[0]
+    assert request.nodeclaim_uid == "6a1f5c1e-0b7e-4c5e-9d59-1d0c3f5b2a10"
     assert [(o.instance_type, o.zone, o.capacity_type) for o in request.offerings] == [
         ("m5.large", "us-east-1a", "spot"),
         ("m5.large", "us-east-1b", "on-demand"),

@@ -742,8 +742,15 @@ class LaunchNodeClaimRequest(_message.Message):
     TAINTS_FIELD_NUMBER: _builtins.int
     STARTUP_TAINTS_FIELD_NUMBER: _builtins.int
     KUBELET_FIELD_NUMBER: _builtins.int
+    NODECLAIM_UID_FIELD_NUMBER: _builtins.int
     nodeclaim_name: _builtins.str
     nodepool_name: _builtins.str
+    nodeclaim_uid: _builtins.str
+    """The NodeClaim object's metadata.uid (optional). With it, launches are idempotent per
+    claim object, not per name: a claim deleted and created again under the same name is
+    launched afresh on every replica, never answered with the earlier object's instance or
+    exhausted answer. At most 128 characters of a-z, A-Z, 0-9 and '-'.
+    """
     @_builtins.property
     def offerings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Offering]:
         """Acceptable offerings, most preferred first. The actuator never launches
@@ -773,10 +780,11 @@ class LaunchNodeClaimRequest(_message.Message):
         taints: _abc.Iterable[Global___Taint] | None = ...,
         startup_taints: _abc.Iterable[Global___Taint] | None = ...,
         kubelet: Global___KubeletConfiguration | None = ...,
+        nodeclaim_uid: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["kubelet", b"kubelet", "node_class", b"node_class"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kubelet", b"kubelet", "labels", b"labels", "node_class", b"node_class", "nodeclaim_name", b"nodeclaim_name", "nodepool_name", b"nodepool_name", "offerings", b"offerings", "startup_taints", b"startup_taints", "taints", b"taints"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kubelet", b"kubelet", "labels", b"labels", "node_class", b"node_class", "nodeclaim_name", b"nodeclaim_name", "nodeclaim_uid", b"nodeclaim_uid", "nodepool_name", b"nodepool_name", "offerings", b"offerings", "startup_taints", b"startup_taints", "taints", b"taints"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
