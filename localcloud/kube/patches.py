@@ -7,9 +7,10 @@
   lists with a merge key (containers by `name`, conditions by `type`, ...) are
   merged element by element, `$patch: delete` / `$patch: replace` directives,
   `$deleteFromPrimitiveList/<field>`, `$setElementOrder/<field>` (order is honoured),
-  `finalizers` merged as a set; `$retainKeys` keeps only the listed keys of its map. Unknown lists are replaced,
-  as for merge patch. The merge keys come from the Kubernetes API's `patchMergeKey` tags, keyed
-  by field name only (not by full path), which holds for every built-in type kubectl patches.
+  `finalizers` merged as a set; `$retainKeys` keeps only the listed keys of its map. Unknown
+  lists are replaced, as for merge patch. The merge keys come from the Kubernetes API's
+  `patchMergeKey` tags, keyed by field name only (not by full path), which holds for every
+  built-in type kubectl patches.
 """
 
 from __future__ import annotations
