@@ -84,6 +84,10 @@ async def claim_names(stack: Stack) -> frozenset[str]:
     return frozenset(c["metadata"]["name"] for c in await stack.objects("nodeclaims"))
 
 
+# Three scale-ups of the default scenario and a few consolidation rounds (each pass simulates
+# every candidate against the bundled catalog's 1,340 types) took 87-97 s at load 10 on the
+# shared 2-core box, close to the suite's 120 s.
+@pytest.mark.timeout(300)
 async def test_scaling_inflate_20_to_40_ends_within_5_percent_of_plan(
     stack: Stack, tmp_path: Path
 ) -> None:
@@ -120,8 +124,10 @@ async def test_scaling_inflate_20_to_40_ends_within_5_percent_of_plan(
         for _ in range(30):
             names = await claim_names(stack)
             clock.set(clock.now + timedelta(seconds=31))
+            # `passes` counts passes started: the second one after the move starts when a
+            # whole pass has seen the new clock (and acted: the validation wait is 0).
             passes = controller.passes
-            await until(lambda: controller.passes >= passes + 5, timeout_seconds=60)  # noqa: B023
+            await until(lambda: controller.passes >= passes + 2, timeout_seconds=60)  # noqa: B023
             await until(lambda: settled(stack, 40), timeout_seconds=120)
             unchanged = unchanged + 1 if await claim_names(stack) == names else 0
             if unchanged == 2:
@@ -143,3 +149,9 @@ async def test_scaling_inflate_20_to_40_ends_within_5_percent_of_plan(
     assert merges, f"no multi-node consolidation ({figures})"
     assert "; saves $" in merges[0]
     assert after < before, figures
+    multi = {"consolidation_type": "multi", "decision": "replace", "outcome": "disrupted"}
+    counted = scheduler.service.metrics.registry.get_sample_value(
+        "daiku_scheduler_consolidation_decisions_total", multi
+    )
+    assert counted is not None
+    assert counted >= 1
