@@ -5,15 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler_svc.core.disruption.drift import drift_reason
-from scheduler_svc.core.disruption.methods import plan_disruption, quiet_seconds
+from scheduler_svc.core.disruption.explain_methods import method_lines
+from scheduler_svc.core.disruption.methods import (
+    nominated_message,
+    plan_disruption,
+    quiet_seconds,
+)
 from scheduler_svc.core.disruption.model import ConsolidationOptions, DisruptionSnapshot
 from scheduler_svc.core.disruption.settings import format_seconds
 
 
 @dataclass(frozen=True)
 class NodeExplanation:
-    """``verdict`` in one line; ``details`` the facts behind it, one per line."""
+    """``verdict`` in one line; ``details`` the facts behind it, one per line, then one line
+    per disruption method (``explain_methods``)."""
 
     node: str
     is_going_away: bool
@@ -49,13 +54,10 @@ def explain_node(
             f"{format_seconds(settings.consolidate_after_seconds)}, expireAfter "
             f"{format_seconds(settings.expire_after_seconds)}"
         )
-        if settings.expire_after_seconds is not None:
-            left = settings.expire_after_seconds - (now - candidate.created_at).total_seconds()
-            if left > 0:
-                details.append(f"expires in {format_seconds(left)}")
-    drift = drift_reason(candidate, snapshot)
-    details.append(f"drift: {drift}" if drift else "drift: none")
     plan = plan_disruption(snapshot, now, options)
+    if candidate.is_nominated(now):
+        details.append(nominated_message(candidate))
+    details.extend(method_lines(snapshot, candidate, plan, now, options))
     for decision in plan.decisions:
         if node_name in decision.nodes:
             verdict = f"going away: {decision.message}"

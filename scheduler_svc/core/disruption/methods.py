@@ -452,6 +452,21 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
         )
 
 
+def consolidate_alone(
+    snapshot: DisruptionSnapshot,
+    candidate: Candidate,
+    now: datetime,
+    options: ConsolidationOptions | None = None,
+) -> tuple[DisruptionDecision | None, str]:
+    """What consolidating ``candidate`` alone would do now, ignoring the rest of the pass (for
+    ``daiku explain node``): a delete, else a replacement (Balanced-scored), or why not."""
+    state = _Pass(snapshot, now, options or ConsolidationOptions())
+    outcome = _consolidate(state, [candidate], allow_replace=False)
+    if outcome.decision is None:
+        outcome = _consolidate(state, [candidate])
+    return outcome.decision, outcome.why_not
+
+
 def _consolidate(
     state: _Pass, nodes: Sequence[Candidate], *, allow_replace: bool = True
 ) -> _Outcome:
