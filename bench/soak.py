@@ -17,8 +17,9 @@ and one `python -m scheduler_svc`. While a Deployment scales up in steps:
 - every `--interrupt-every` seconds a random live spot instance gets a Spot Interruption Warning
   on the interruption queue (without being reclaimed: only daiku acting on it removes it).
 
-Then the kills stop, every process is up, ICE is cleared, and the stack settles (bounded by
-`--settle-seconds`): all pods Running, no orphan, no interrupted instance left, no duplicate.
+Then the kills stop, every process is up (exit 2 when one does not start again), ICE is
+cleared, and the stack settles (bounded by `--settle-seconds`): all pods Running, no orphan,
+no interrupted instance left, no duplicate.
 Printed, and each must be 0 (exit 1 otherwise; exit 2 when the stack did not settle):
 
 - duplicates: instances beyond the first seen live at once for one NodeClaim (sampled every
@@ -48,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.reaction import CRD_DIR, deployment
-from daiku_cli.processes import ManagedProcess, start_module
+from daiku_cli.processes import ManagedProcess, ProcessFailedError, start_module
 from daiku_cli.scenario.defaults import default_node_class, default_node_pool
 from daiku_cli.up_kube import KubeClient
 from daiku_cli.up_runner import install_crds
@@ -133,6 +134,7 @@ class Service:
     generation: int = 0
     kills: int = 0
     restarting: asyncio.Task[None] | None = None
+    failed_start: str | None = None  # why a restart did not become ready
 
     async def launch(self) -> None:
         self.generation += 1
@@ -352,6 +354,9 @@ async def chaos(
 async def _restart(service: Service, delay_seconds: float) -> None:
     try:
         await service.kill_and_restart(delay_seconds)
+    except ProcessFailedError as error:  # reported as a stack that did not settle
+        service.failed_start = str(error)
+        print(f"  {service.name} did not start again: {error}", flush=True)
     finally:
         service.restarting = None
 
@@ -478,6 +483,9 @@ async def soak(options: Options, work_dir: Path) -> int:
         )
         await chaos(options, rng=rng, services=services, emulator=emulator, tally=tally, kube=kube)
         await asyncio.gather(*(s.restarting for s in services if s.restarting is not None))
+        if any(s.failed_start for s in services):
+            print("DID NOT SETTLE: a killed process did not start again (above)")
+            return 2
         await kube.scale_deployment("default", "soak", options.pods)  # every step sent
         emulator.admin("DELETE", "capacity")
         final, settled = await settle(options, emulator, tally, kube)
