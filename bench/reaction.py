@@ -3,6 +3,7 @@ and running pods (issue 5), and the scheduler's memory with a large cluster.
 
     uv run python bench/reaction.py                    # N = 1, 100, 1000 (a fresh stack each)
     uv run python bench/reaction.py --pods 1 100       # chosen sizes
+    uv run python bench/reaction.py --pods 100 --batch-idle-seconds 0.1   # another idle window
     uv run python bench/reaction.py --rss              # 10,000 pods on ~1,000 nodes: scheduler RSS
                                                        # (prints RSS every 30 s while it grows,
                                                        # then restarts the scheduler: relist RSS)
@@ -122,7 +123,9 @@ class Round:
     all_running: float | None = None
 
 
-async def start(work_dir: Path, node_pool: dict[str, Any]) -> tuple[Stack, KubeClient]:
+async def start(
+    work_dir: Path, node_pool: dict[str, Any], scheduler_args: list[str] | None = None
+) -> tuple[Stack, KubeClient]:
     stack = new_stack(work_dir, "daiku")
     actuator = asyncio.create_task(start_actuator(stack))
     kube: KubeClient | None = None
@@ -133,7 +136,7 @@ async def start(work_dir: Path, node_pool: dict[str, Any]) -> tuple[Stack, KubeC
         for obj in (default_node_class("daiku"), node_pool):
             await kube.apply(obj)
         await actuator
-        await start_scheduler(stack)
+        await start_scheduler(stack, scheduler_args)
     except BaseException:
         actuator.cancel()
         await asyncio.gather(actuator, return_exceptions=True)
@@ -187,6 +190,7 @@ class LaunchTimes:
     solve_seconds: float | None
     launches: list[float]
     create_fleet: list[float]
+    rounds: int = 0  # provisioning rounds that created claims
 
 
 def launch_times(
@@ -210,19 +214,23 @@ def launch_times(
         solve_seconds=solved[0]["solve_seconds"] if solved else None,
         launches=sorted(first_by_claim.values()),
         create_fleet=[t for t in fleet if since <= t < until],
+        rounds=len(solved),
     )
 
 
-def print_round(title: str, run: Round, times: LaunchTimes) -> None:
+def print_round(title: str, run: Round, times: LaunchTimes, idle_seconds: float) -> None:
     first = times.launches[0] if times.launches else None
     last = times.launches[-1] if times.launches else None
     print(
         f"{title}: N = {run.pods:,} pods (500m/512Mi) -> {len(times.launches)} NodeClaims "
-        f"launched, {len(times.create_fleet)} CreateFleet"
+        f"launched in {times.rounds} round(s), {len(times.create_fleet)} CreateFleet"
     )
     rows = [
         ("scale -> all unschedulable", ms(run.unschedulable, run.scaled)),
-        ("unschedulable -> batch closed (idle 1 s)", ms(times.batch_closed, run.unschedulable)),
+        (
+            f"unschedulable -> batch closed (idle {idle_seconds:g} s)",
+            ms(times.batch_closed, run.unschedulable),
+        ),
         (
             "solve (scheduler's solve_seconds)",
             f"{times.solve_seconds * 1000:,.0f} ms" if times.solve_seconds is not None else "n/a",
@@ -259,11 +267,13 @@ async def scale_and_watch(kube: KubeClient, name: str, pods: int) -> Round:
     return run
 
 
-async def reaction(pods: int, keep_logs: Path) -> None:
+async def reaction(pods: int, keep_logs: Path, idle_seconds: float) -> None:
     """A warm-up pod first (the scheduler fetches the catalog on its first round: that round is
     printed as `cold`), then N pods on the warm stack."""
     work_dir = keep_logs / f"n{pods}"
-    stack, kube = await start(work_dir, bench_node_pool())
+    stack, kube = await start(
+        work_dir, bench_node_pool(), ["--batch-idle-seconds", str(idle_seconds)]
+    )
     try:
         cold = await scale_and_watch(kube, "warmup", 1)
         warm = await scale_and_watch(kube, "bench", pods)
@@ -277,8 +287,9 @@ async def reaction(pods: int, keep_logs: Path) -> None:
             "cold (the scheduler's first round)",
             cold,
             launch_times(work_dir, cold.scaled, fleet, until=warm.scaled),
+            idle_seconds,
         )
-    print_round("warm", warm, launch_times(work_dir, warm.scaled, fleet))
+    print_round("warm", warm, launch_times(work_dir, warm.scaled, fleet), idle_seconds)
 
 
 async def rss(keep_logs: Path, pods: int, instance_type: str, cpu: str) -> None:
@@ -358,6 +369,12 @@ def main() -> None:
     parser.add_argument("--rss-instance-type", default="m5.xlarge")
     parser.add_argument("--rss-cpu", default="380m", help="pod CPU request (10 per m5.xlarge)")
     parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
+    parser.add_argument(
+        "--batch-idle-seconds",
+        type=float,
+        default=1.0,
+        help="the scheduler's batch idle window (its default: 1 s)",
+    )
     args = parser.parse_args()
     logs = args.logs or Path(tempfile.mkdtemp(prefix="daiku-bench-"))
     print(f"logs in {logs}")
@@ -365,7 +382,7 @@ def main() -> None:
         asyncio.run(rss(logs, args.rss_pods, args.rss_instance_type, args.rss_cpu))
         return
     for pods in args.pods:
-        asyncio.run(reaction(pods, logs))
+        asyncio.run(reaction(pods, logs, args.batch_idle_seconds))
 
 
 if __name__ == "__main__":
