@@ -44,7 +44,7 @@ _SERVER_METADATA = frozenset(
 )
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
-_NODEPOOL_SPEC_FIELDS = frozenset({"template", "disruption", "limits", "weight"})
+_NODEPOOL_SPEC_FIELDS = frozenset({"template", "disruption", "limits", "weight", "replicas"})
 _TEMPLATE_FIELDS = frozenset({"metadata", "spec"})
 _TEMPLATE_METADATA_FIELDS = frozenset({"labels", "annotations"})
 _TEMPLATE_SPEC_FIELDS = frozenset(

@@ -19,6 +19,7 @@ plan is printed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -34,6 +35,7 @@ import yaml
 from actuator_svc.core.allocatable import NodeResources, allocatable_from_capacity
 from daiku_cli import exit_codes
 from daiku_cli.main import DaikuCommand, app
+from daiku_cli.static_plan import plan_static, with_static_claims
 from scheduler_svc.core import (
     InstanceType,
     Offering,
@@ -666,15 +668,18 @@ def plan(
     """Show which NodeClaims daiku would launch for these manifests, and why."""
     try:
         planned = read_plan_input(filenames, catalog)
-        problem = planned.problem
+        problem, static = plan_static(planned.problem)
+        planned = dataclasses.replace(planned, problem=problem)
         if explain is not None:
             _check_explained(problem, explain)
     except PlanInputError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exit_codes.BAD_INPUT) from None
     started = time.perf_counter()
-    result = solve(problem)
+    result = with_static_claims(solve(problem), static)
     solve_seconds = time.perf_counter() - started
+    for note in static.notes:
+        typer.echo(f"note: {note}", err=True)
     if explain is not None:
         typer.echo(_explain(planned, result, explain))
     else:

@@ -47,6 +47,7 @@ from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
 from scheduler_svc.provisioning.creator import NodeClaimCreator
 from scheduler_svc.provisioning.launch import ClaimLauncher
 from scheduler_svc.provisioning.provisioner import Provisioner
+from scheduler_svc.provisioning.static import StaticCapacityController, StaticCapacitySettings
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.settings import SchedulerSettings
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
@@ -72,6 +73,7 @@ class ServiceOptions:
     disruption_clock: Callable[[], datetime] = utc_now  # consolidateAfter, expireAfter, waits
     interruption: InterruptionSettings = field(default_factory=InterruptionSettings)
     nodeclass: NodeClassStatusSettings = field(default_factory=NodeClassStatusSettings)
+    static_capacity: StaticCapacitySettings = field(default_factory=StaticCapacitySettings)
     watch: WatchSettings | None = None
     # How long a new leader waits for the actuator's health to say SERVING before its first
     # round (an actuator prefetches its catalog, ~10 s through the emulator, before it
@@ -101,6 +103,7 @@ class SchedulerService:
         self.interruption: InterruptionController | None = None
         self.disruption: DisruptionController | None = None
         self.nodeclass_status: NodeClassStatusController | None = None
+        self.static_capacity: StaticCapacityController | None = None
         self.elector: LeaderElector | None = None
         self.health_port = 0
         self.metrics_port = 0
@@ -138,6 +141,8 @@ class SchedulerService:
             self.disruption.on_change(change)
         if self.nodeclass_status is not None:
             self.nodeclass_status.on_change(change)
+        if self.static_capacity is not None:
+            self.static_capacity.on_change(change)
 
     async def run(
         self, stop: asyncio.Event, *, on_ready: Callable[[str], None] | None = None
@@ -285,6 +290,14 @@ class SchedulerService:
             catalogs=catalog_indexes,
             nominations=nominations,
         )
+        self.static_capacity = StaticCapacityController(
+            mirror=mirror,
+            writer=writer,
+            catalog=catalog,
+            creator=creator,
+            unavailable=unavailable,
+            settings=self.options.static_capacity,
+        )
         self.nodeclass_status = NodeClassStatusController(
             mirror=mirror, writer=writer, actuator=actuator, settings=self.options.nodeclass
         )
@@ -357,6 +370,7 @@ class SchedulerService:
             "interruption": self.interruption,
             "disruption": self.disruption,
             "nodeclass_status": self.nodeclass_status,
+            "static_capacity": self.static_capacity,
         }
         return [(name, each.run()) for name, each in controllers.items() if each is not None]
 

@@ -45,6 +45,11 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     has_status: bool = True
     has_scale: bool = False
+    # Where the Scale subresource reads and writes (a CRD's specReplicasPath/statusReplicasPath/
+    # labelSelectorPath; built-in workloads: spec.replicas, status.replicas, spec.selector).
+    scale_spec_path: str = ".spec.replicas"
+    scale_status_path: str = ".status.replicas"
+    scale_selector_path: str | None = None
     status_on_create: bool = False
     has_generation: bool = True
     strategic_patch: bool = True
@@ -629,6 +634,7 @@ def resource_types_from_crd(crd: JsonObject) -> list[ResourceType]:
                 categories=tuple(names.get("categories") or ()),
                 has_status="status" in subresources,
                 has_scale="scale" in subresources,
+                **_scale_paths(subresources.get("scale")),
                 has_generation=True,
                 strategic_patch=False,
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
@@ -640,3 +646,16 @@ def resource_types_from_crd(crd: JsonObject) -> list[ResourceType]:
             )
         )
     return types
+
+
+def _scale_paths(scale: object) -> dict[str, Any]:
+    """A CRD version's scale subresource paths as ResourceType fields (none: the defaults)."""
+    if not isinstance(scale, dict):
+        return {}
+    paths: dict[str, Any] = {
+        "scale_spec_path": str(scale.get("specReplicasPath") or ".spec.replicas"),
+        "scale_status_path": str(scale.get("statusReplicasPath") or ".status.replicas"),
+    }
+    if scale.get("labelSelectorPath"):
+        paths["scale_selector_path"] = str(scale["labelSelectorPath"])
+    return paths

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 class Subresources:
-    """pods/binding and deployments'/replicasets' scale, written through the store."""
+    """pods/binding and the scale of deployments, replicasets and custom resources with a
+    scale subresource (at their CRD's specReplicasPath/statusReplicasPath), through the store."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -61,7 +62,7 @@ class Subresources:
         rt = store.resource(resource)
         if not rt.has_scale:
             raise NotFound(f"{rt.group_resource} has no scale subresource")
-        return _scale_of(store._get(rt, name, namespace))
+        return _scale_of(rt, store._get(rt, name, namespace))
 
     def set_scale(
         self,
@@ -81,16 +82,60 @@ class Subresources:
                 f"{replicas}: must be greater than or equal to 0"
             )
         current = store._get(rt, name, namespace)
-        body = {
-            **current,
-            "metadata": {**current["metadata"], "resourceVersion": resource_version or ""},
-            "spec": {**current.get("spec", {}), "replicas": replicas},
-        }
-        return _scale_of(store._update(rt, body, namespace, None, fresh=True))
+        body = _with_path(
+            {
+                **current,
+                "metadata": {**current["metadata"], "resourceVersion": resource_version or ""},
+            },
+            rt.scale_spec_path,
+            replicas,
+        )
+        return _scale_of(rt, store._update(rt, body, namespace, None, fresh=True))
 
 
-def _scale_of(obj: JsonObject) -> JsonObject:
+def _path(path: str) -> list[str]:
+    """``.spec.replicas`` -> ["spec", "replicas"] (the simple JSON paths scale paths are)."""
+    return [part for part in path.split(".") if part]
+
+
+def _read_path(obj: JsonObject, path: str) -> object:
+    value: object = obj
+    for part in _path(path):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _with_path(obj: JsonObject, path: str, value: object) -> JsonObject:
+    """A copy of ``obj`` (copied along ``path`` only) with ``value`` at ``path``."""
+    parts = _path(path)
+    out = dict(obj)
+    node = out
+    for part in parts[:-1]:
+        child = node.get(part)
+        node[part] = dict(child) if isinstance(child, dict) else {}
+        node = node[part]
+    node[parts[-1]] = value
+    return out
+
+
+def _replicas(value: object) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value)) if value is not None else 0
+    except ValueError:
+        return 0
+
+
+def _scale_of(rt: ResourceType, obj: JsonObject) -> JsonObject:
     meta = obj["metadata"]
+    if rt.scale_selector_path is not None:
+        selector = _read_path(obj, rt.scale_selector_path)
+        selector_text = selector if isinstance(selector, str) else ""
+    else:
+        selector_text = label_selector_to_string((obj.get("spec") or {}).get("selector"))
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -101,9 +146,9 @@ def _scale_of(obj: JsonObject) -> JsonObject:
             "resourceVersion": meta["resourceVersion"],
             "creationTimestamp": meta["creationTimestamp"],
         },
-        "spec": {"replicas": int((obj.get("spec") or {}).get("replicas", 0))},
+        "spec": {"replicas": _replicas(_read_path(obj, rt.scale_spec_path))},
         "status": {
-            "replicas": int((obj.get("status") or {}).get("replicas", 0)),
-            "selector": label_selector_to_string((obj.get("spec") or {}).get("selector")),
+            "replicas": _replicas(_read_path(obj, rt.scale_status_path)),
+            "selector": selector_text,
         },
     }

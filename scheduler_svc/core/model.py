@@ -392,6 +392,14 @@ class NodePool:
     startup_taints: tuple[Taint, ...] = ()
     weight: int = 0
     limits: NodePoolLimits = field(default_factory=NodePoolLimits)
+    # Static NodePool (Karpenter's ``spec.replicas``): exactly this many nodes, whatever the
+    # pods; never a target for pending pods' new claims (None: an ordinary, dynamic pool).
+    replicas: int | None = None
+
+    @property
+    def is_static(self) -> bool:
+        """Whether it keeps a fixed node count instead of following pending pods."""
+        return self.replicas is not None
 
     def __post_init__(self) -> None:
         """Deprecated label aliases in the requirements become the current labels (Karpenter

@@ -588,7 +588,26 @@ def nodepool_from_k8s(obj: KubeObject) -> NodePool:
             memory_bytes=limits.get("memory"),
             nodes=limits.get("nodes"),
         ),
+        replicas=_static_replicas(reader, spec, limits),
     )
+
+
+def _static_replicas(reader: _Reader, spec: dict[str, Any], limits: dict[str, int]) -> int | None:
+    """spec.replicas of a static NodePool (None: dynamic), refused with the CRD's messages when
+    it comes with a limit other than nodes or a weight (Karpenter's rules)."""
+    if spec.get("replicas") is None:
+        return None
+    replicas = reader.integer(spec.get("replicas"), "spec.replicas")
+    if replicas < 0:
+        raise reader.error("spec.replicas", f"must be at least 0, got {replicas}")
+    other = sorted(set(limits) - {"nodes"})
+    if other:
+        raise reader.error(
+            f"spec.limits.{other[0]}", "only 'limits.nodes' is supported on static NodePools"
+        )
+    if spec.get("weight") is not None:
+        raise reader.error("spec.weight", "'weight' is not supported on static NodePools")
+    return replicas
 
 
 def _pvc_zone_requirements(pv: Mapping[str, Any]) -> tuple[str, ...]:

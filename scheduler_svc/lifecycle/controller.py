@@ -453,10 +453,16 @@ class LifecycleController:
             resources = {k: format_quantity(k, v) for k, v in sorted(used.items()) if k != "nodes"}
             resources["nodes"] = str(used["nodes"])
             pool_status = pool.get("status") or {}
-            if pool_status.get("resources") == resources:
+            # status.nodes as a number too: the scale subresource's statusReplicasPath.
+            if (
+                pool_status.get("resources") == resources
+                and pool_status.get("nodes") == used["nodes"]
+            ):
                 continue
             try:
-                await self._writer.patch_nodepool_status(name, {"resources": resources})
+                await self._writer.patch_nodepool_status(
+                    name, {"resources": resources, "nodes": used["nodes"]}
+                )
             except KubeApiError as error:
                 log.warning("nodepool_status_write_failed", nodepool=name, error=str(error))
 

@@ -263,7 +263,8 @@ class Provisioner:
         unschedulable: dict[str, UnschedulablePod] = {}
         groups: dict[CatalogKey, list[ValidPool]] = {}
         for pool in pools:
-            groups.setdefault(pool.catalog_key, []).append(pool)
+            if not pool.model.is_static:  # a static pool's count is its replicas, not pods
+                groups.setdefault(pool.catalog_key, []).append(pool)
         ordered = sorted(groups.values(), key=lambda g: -max(p.model.weight for p in g))
         if not ordered:
             for pod in remaining:

@@ -130,7 +130,7 @@ def test_karpenter_v1_changes_only_api_version_and_drops_unknown_fields() -> Non
         "metadata": {"name": "np", "resourceVersion": "7", "labels": {"a": "b"}},
         "spec": {
             "weight": 5,
-            "replicas": 2,
+            "nodeRepairPolicy": "Auto",
             "template": {
                 "spec": {
                     "nodeClassRef": {
@@ -150,8 +150,26 @@ def test_karpenter_v1_changes_only_api_version_and_drops_unknown_fields() -> Non
     assert out["spec"]["weight"] == 5
     assert out["spec"]["template"]["spec"]["nodeClassRef"]["group"] == "daiku.dev"
     assert [str(w) for w in result.warnings] == [
-        "NodePool/np: spec.replicas: no daiku equivalent; dropped"
+        "NodePool/np: spec.nodeRepairPolicy: no daiku equivalent; dropped"
     ]
+
+
+def test_a_static_karpenter_nodepool_keeps_its_replicas() -> None:
+    """A static Karpenter NodePool (spec.replicas, limits.nodes) converts without a warning."""
+    nodepool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "static"},
+        "spec": {
+            "replicas": 3,
+            "limits": {"nodes": 4},
+            "template": {"spec": {"nodeClassRef": {"name": "nc"}, "requirements": []}},
+        },
+    }
+    result = convert([nodepool])
+    (out,) = result.objects
+    assert (out["spec"]["replicas"], out["spec"]["limits"]) == (3, {"nodes": 4})
+    assert result.warnings == ()
 
 
 def test_v1beta1_policy_and_expiry_move() -> None:

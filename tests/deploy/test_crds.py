@@ -74,7 +74,7 @@ def test_crd_identity(kind: str) -> None:
     (version,) = spec["versions"]
     expected = CRD_VERSIONS.get(kind, "v1")
     assert (version["name"], version["served"], version["storage"]) == (expected, True, True)
-    assert version["subresources"] == {"status": {}}
+    assert version["subresources"]["status"] == {}
 
 
 @pytest.mark.parametrize("kind", sorted(CRD_FILES))
@@ -350,3 +350,43 @@ def test_nodeoverlay_both_prices_message() -> None:
     (version,) = load_crd("NodeOverlay")["spec"]["versions"]
     rules = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"]
     assert {r["message"] for r in rules} == {"cannot set both 'price' and 'priceAdjustment'"}
+
+
+def _static(**spec: Any) -> dict[str, Any]:
+    nodepool = copy.deepcopy(_nodepool())
+    nodepool["spec"].pop("weight", None)
+    nodepool["spec"]["limits"] = {"nodes": 4}
+    nodepool["spec"].update({"replicas": 3, **spec})
+    return nodepool
+
+
+def test_a_static_nodepool_is_accepted() -> None:
+    """replicas with only limits.nodes (or no limits) passes; the scale subresource maps
+    spec.replicas and status.nodes, as Karpenter's."""
+    assert violations(_static()) == []
+    assert violations(_static(limits={})) == []
+    (version,) = load_crd("NodePool")["spec"]["versions"]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.nodes",
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"limits": {"nodes": 4, "cpu": "100"}}, "only 'limits.nodes' is supported"),
+        ({"weight": 10}, "'weight' is not supported on static NodePools"),
+        ({"replicas": -1}, "less than the minimum"),
+    ],
+)
+def test_static_nodepool_rejections(spec: dict[str, Any], message: str) -> None:
+    """A static NodePool with a cpu limit or a weight is refused with Karpenter's message; a
+    negative replicas by the schema."""
+    found = violations(_static(**spec))
+    rules = {
+        r["rule"]: r["message"]
+        for r in _openapi_schema("NodePool")["properties"]["spec"]["x-kubernetes-validations"]
+    }
+    messages = [rules.get(v.message.removeprefix("failed rule: "), v.message) for v in found]
+    assert any(message in m for m in messages), found

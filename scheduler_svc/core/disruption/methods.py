@@ -178,7 +178,11 @@ class _Pass:
         nodes = [c.to_node() for c in self.snapshot.candidates if c.name not in leaving]
         nodes += [n for n in self.snapshot.other_nodes if n.name not in leaving]
         pods = tuple(p.pod for c in moving for p in c.reschedulable_pods())
-        pools = tuple(p.nodepool for p in self.snapshot.nodepools) if allow_new else ()
+        pools = (
+            tuple(p.nodepool for p in self.snapshot.nodepools if not p.nodepool.is_static)
+            if allow_new
+            else ()
+        )
         # Without new claims the catalog is not needed; for a consolidation only offerings
         # cheap enough can win, and the solver indexes fewer types (an index not in
         # ``catalogs`` is built per call; the same subset in a later pass is found there).

@@ -35,7 +35,8 @@ def simulate_replacement(
     return solve(
         SchedulingInput(
             pods=pods,
-            nodepools=tuple(p.nodepool for p in snapshot.nodepools),
+            # Static pools refill themselves (their controller), never take moved pods' claims.
+            nodepools=tuple(p.nodepool for p in snapshot.nodepools if not p.nodepool.is_static),
             instance_types=snapshot.instance_types,
             nodes=tuple(nodes),
             daemonsets=snapshot.daemonsets,

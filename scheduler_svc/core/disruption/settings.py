@@ -199,6 +199,10 @@ class DisruptionSettings:
             str(disruption.get("consolidateAfter", "0s")),
             f"{where}: spec.disruption.consolidateAfter",
         )
+        if spec.get("replicas") is not None:
+            # A static NodePool's nodes are never consolidated (Karpenter ignores its
+            # consolidation fields); drift and expiry still replace them, within budgets.
+            consolidate_after = None
         expire_after = parse_duration(
             str(template_spec.get("expireAfter", "720h")),
             f"{where}: spec.template.spec.expireAfter",
