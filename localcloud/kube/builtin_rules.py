@@ -7,7 +7,8 @@ Each rule returns `Violation`s worded as the apiserver's field errors (`Invalid 
 - a workload's selector is required, non-empty and matches its template's labels;
 - ConfigMap and Secret keys are config keys; once `immutable: true`, their data and the flag
   stay as they are; a Secret's type is fixed;
-- no finalizer may be added to an object being deleted.
+- no finalizer may be added to an object being deleted;
+- a Service's clusterIP does not change (`services`).
 Secrets are normalised before (their defaulter in `resources`): `stringData` merged into
 `data` (base64), `type` defaulted to Opaque, data that is not base64 refused.
 """
@@ -25,6 +26,7 @@ from localcloud.kube.objects import JsonObject
 from localcloud.kube.resources import ResourceType
 from localcloud.kube.schema import Violation
 from localcloud.kube.selectors import label_selector_from_object
+from localcloud.kube.services import SERVICE_KEY, cluster_ip_violations
 
 INVALID: Final = "FieldValueInvalid"
 REQUIRED: Final = "FieldValueRequired"
@@ -90,6 +92,8 @@ def violations(rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> lis
             found.extend(_workload(obj))
     elif key in ("v1/configmaps", "v1/secrets"):
         found.extend(_config(rt, obj, old))
+    elif key == SERVICE_KEY and old is not None:
+        found.extend(cluster_ip_violations(obj, old))
     return found
 
 

@@ -1,7 +1,7 @@
 """Decoding of the Kubernetes protobuf request bodies kubectl's typed clients send.
 
-`kubectl create namespace|deployment|poddisruptionbudget|configmap|secret|serviceaccount` and
-`kubectl auth can-i` POST `application/vnd.kubernetes.protobuf`: the 4-byte magic `k8s\\0`, then a
+`kubectl create namespace|deployment|poddisruptionbudget|configmap|secret|serviceaccount|service`
+and `kubectl auth can-i` POST `application/vnd.kubernetes.protobuf`: the 4-byte magic `k8s\\0`, then a
 `runtime.Unknown` whose `raw` field holds the object in the protobuf encoding of
 k8s.io/api's `generated.proto`. This module reads the protobuf wire format and maps the fields
 of those few messages (numbers from `generated.proto`) to the JSON form. A field it does not
@@ -122,6 +122,25 @@ SCHEMAS: Final[dict[str, dict[int, Field]]] = {
         3: ("maxUnavailable", "intorstring", "IntOrString"),
         4: ("unhealthyPodEvictionPolicy", "string", None),
     },
+    "Service": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("spec", "message", "ServiceSpec"),
+        3: ("status", "message", "Empty"),
+    },
+    "ServiceSpec": {
+        1: ("ports", "repeated", "ServicePort"),
+        2: ("selector", "map", "string"),
+        3: ("clusterIP", "string", None),
+        4: ("type", "string", None),
+        10: ("externalName", "string", None),
+    },
+    "ServicePort": {
+        1: ("name", "string", None),
+        2: ("protocol", "string", None),
+        3: ("port", "int", None),
+        4: ("targetPort", "intorstring", "IntOrString"),
+        5: ("nodePort", "int", None),
+    },
     "Deployment": {
         1: ("metadata", "message", "ObjectMeta"),
         2: ("spec", "message", "DeploymentSpec"),
@@ -202,6 +221,7 @@ KIND_SCHEMAS: Final = {
     "ConfigMap": "ConfigMap",
     "Secret": "Secret",
     "ServiceAccount": "ServiceAccount",
+    "Service": "Service",
     "SelfSubjectAccessReview": "SelfSubjectAccessReview",
 }
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localcloud.kube.errors import BadRequest, Invalid
+from localcloud.kube.services import default_service
 
 JsonObject = dict[str, Any]
 Defaulter = Callable[[JsonObject], None]
@@ -421,6 +422,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         short_names=("svc",),
         categories=("all",),
         has_generation=False,
+        defaulter=default_service,
     ),
     ResourceType(
         "events.k8s.io",

@@ -100,6 +100,7 @@ from localcloud.kube.objects import Clock, JsonObject, copy_json, format_timesta
 from localcloud.kube.patches import apply_patch
 from localcloud.kube.resources import BUILTIN_RESOURCES, ResourceType
 from localcloud.kube.schema import apply_structural_schema, validate
+from localcloud.kube.services import SERVICE_KEY, ServiceAddresses, carry_cluster_ip
 from localcloud.kube.storage import ObjectStorage
 from localcloud.kube.subresources import Subresources
 from localcloud.kube.validation import (
@@ -110,7 +111,15 @@ from localcloud.kube.validation import (
     validate_name,
     validate_object,
 )
-from localcloud.kube.watch import ADDED, DELETED, MODIFIED, ObjectList, Watcher, WatchEvent
+from localcloud.kube.watch import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    Bucket,
+    ObjectList,
+    Watcher,
+    WatchEvent,
+)
 
 DEFAULT_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -133,6 +142,7 @@ class Store(ObjectStorage):
         self._namespaces = NamespaceLifecycle(self)
         self._crds = CustomResourceDefinitions(self)
         self._subresources = Subresources(self)
+        self._service_addresses = ServiceAddresses()
         # the fieldValidation of the HTTP write being served (see `fields`)
         self.fields = FieldValidation()
         for resource_type in BUILTIN_RESOURCES:
@@ -222,13 +232,22 @@ class Store(ObjectStorage):
             meta.pop("generation", None)
         if rt.has_status and not rt.status_on_create:
             obj.pop("status", None)
-        obj = self._checked_fields(rt, obj, None)
-        if rt.defaulter is not None:
-            rt.defaulter(obj)
-        validate_object(rt, obj)
+        obj = self._admitted(rt, obj, name, bucket)
         if rt.key == CRD_KEY:
             self._crds.establish(obj)
         return self._commit(rt, ADDED, obj, None)
+
+    def _admitted(self, rt: ResourceType, obj: JsonObject, name: str, bucket: Bucket) -> JsonObject:
+        """A new object as admission leaves it: fields checked, defaulted (a Service with its
+        clusterIP), validated."""
+        obj = self._checked_fields(rt, obj, None)
+        if rt.defaulter is not None:
+            rt.defaulter(obj)
+        if rt.key == SERVICE_KEY:
+            taken = bucket.objects.values()
+            raise_violations(rt, name, self._service_addresses.assign(obj, taken))
+        validate_object(rt, obj)
+        return obj
 
     def _checked_fields(
         self, rt: ResourceType, obj: JsonObject, old: JsonObject | None
@@ -322,6 +341,8 @@ class Store(ObjectStorage):
             else:
                 meta.pop(immutable, None)
         meta["resourceVersion"] = old_meta["resourceVersion"]
+        if rt.key == SERVICE_KEY:
+            carry_cluster_ip(new, old)
         if subresource != "status" and rt.defaulter is not None and rt.key != "v1/pods":
             rt.defaulter(new)
         new = self._checked_fields(rt, new, old)

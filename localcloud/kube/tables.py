@@ -189,6 +189,29 @@ def _pdb_row(pdb: JsonObject, now: datetime) -> Row:
     ]
 
 
+def _service_port(port: JsonObject) -> str:
+    node_port = f":{port['nodePort']}" if port.get("nodePort") else ""
+    return f"{port.get('port')}{node_port}/{port.get('protocol')}"
+
+
+def _service_row(service: JsonObject, now: datetime) -> Row:
+    spec = service.get("spec") or {}
+    ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    external = [i.get("ip") or i.get("hostname") for i in ingress] or spec.get("externalIPs")
+    pending = "<pending>" if spec.get("type") == "LoadBalancer" else "<none>"
+    ports = ",".join(_service_port(port) for port in spec.get("ports") or [])
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items()))
+    return [
+        service["metadata"]["name"],
+        spec.get("type", ""),
+        spec.get("clusterIP") or "<none>",
+        ",".join(external) if external else (spec.get("externalName") or pending),
+        ports or "<none>",
+        age(service, now),
+        selector or "<none>",
+    ]
+
+
 def _event_row(event: JsonObject, now: datetime) -> Row:
     involved = event.get("involvedObject") or event.get("regarding") or {}
     last = event.get("lastTimestamp") or event.get("eventTime") or ""
@@ -310,6 +333,18 @@ PRINTERS: dict[str, tuple[list[JsonObject], Printer]] = {
         _daemonset_row,
     ),
     "v1/namespaces": ([_col("Name", fmt="name"), _col("Status"), _col("Age")], _namespace_row),
+    "v1/services": (
+        [
+            _col("Name", fmt="name"),
+            _col("Type"),
+            _col("Cluster-IP"),
+            _col("External-IP"),
+            _col("Port(s)"),
+            _col("Age"),
+            _col("Selector", priority=1),
+        ],
+        _service_row,
+    ),
     "policy/v1/poddisruptionbudgets": (
         [
             _col("Name", fmt="name"),
