@@ -1,8 +1,8 @@
 """Decoding of the Kubernetes protobuf request bodies kubectl's typed clients send.
 
 `kubectl create namespace|deployment|poddisruptionbudget|configmap|secret|serviceaccount|service`
-and `kubectl auth can-i` POST `application/vnd.kubernetes.protobuf`: the 4-byte magic `k8s\\0`, then a
-`runtime.Unknown` whose `raw` field holds the object in the protobuf encoding of
+and `kubectl auth can-i` POST `application/vnd.kubernetes.protobuf`: the 4-byte magic
+`k8s\\0`, then a `runtime.Unknown` whose `raw` field holds the object in the protobuf encoding of
 k8s.io/api's `generated.proto`. This module reads the protobuf wire format and maps the fields
 of those few messages (numbers from `generated.proto`) to the JSON form. A field it does not
 know is refused with UnsupportedMediaType naming it, never dropped silently. Responses are
