@@ -65,15 +65,24 @@ class DisruptionBudgets:
                 "does not support."
             )
         if budgets:
-            self._check(budgets[0], pods, namespace)
+            self._check(budgets[0], pods, namespace, pod_ready=_is_ready(pod))
         return store._served(
             pods,
             store._delete(pods, pod_name, namespace, grace_period_seconds=grace_period_seconds),
             copy=True,
         )
 
-    def _check(self, pdb: JsonObject, pods: ResourceType, namespace: str) -> None:
+    def _check(
+        self, pdb: JsonObject, pods: ResourceType, namespace: str, *, pod_ready: bool
+    ) -> None:
+        """TooManyRequests unless the budget lets this pod go. A pod that is not ready costs
+        the budget nothing: with `unhealthyPodEvictionPolicy: AlwaysAllow` it always goes, with
+        `IfHealthyBudget` (the default) when the budget has the healthy pods it desires."""
         _, healthy, desired = self._counts(pdb, pods, namespace)
+        if not pod_ready:
+            policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
+            if policy == "AlwaysAllow" or healthy >= desired:
+                return
         if healthy - desired <= 0:
             name = pdb["metadata"]["name"]
             raise TooManyRequests(

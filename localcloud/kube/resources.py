@@ -145,6 +145,27 @@ def _default_pod(pod: JsonObject) -> None:
     status.setdefault("qosClass", _qos_class(pod))
 
 
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+
+
+def _taint_unschedulable_node(node: JsonObject) -> None:
+    """A cordoned node (`spec.unschedulable`) carries the `node.kubernetes.io/unschedulable`
+    NoSchedule taint and an uncordoned one does not, as the node lifecycle controller keeps it
+    (TaintNodesByCondition); localcloud applies it in the same write instead of a moment later."""
+    spec = node.setdefault("spec", {})
+    taints = [
+        t
+        for t in spec.get("taints") or []
+        if not (isinstance(t, dict) and t.get("key") == UNSCHEDULABLE_TAINT_KEY)
+    ]
+    if spec.get("unschedulable"):
+        taints.append({"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"})
+    if taints:
+        spec["taints"] = taints
+    else:
+        spec.pop("taints", None)
+
+
 def _default_deployment(deployment: JsonObject) -> None:
     spec = deployment.setdefault("spec", {})
     spec.setdefault("replicas", 1)
@@ -342,6 +363,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         field_labels=("spec.unschedulable",),
         status_on_create=True,
         has_generation=False,
+        defaulter=_taint_unschedulable_node,
     ),
     ResourceType(
         "",

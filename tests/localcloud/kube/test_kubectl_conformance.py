@@ -173,7 +173,12 @@ async def test_cordon_label_annotate_patch_scale(kube: KubeApiServer, kubectl: K
     """cordon/uncordon, label, annotate, the three patch types and scale reach the store."""
     await add_node(kube, "n1")
     await kubectl("cordon", "n1")
-    assert (await kube.store.get("nodes", "n1"))["spec"]["unschedulable"] is True
+    cordoned = await kube.store.get("nodes", "n1")
+    assert cordoned["spec"]["unschedulable"] is True
+    # the node lifecycle controller's taint (TaintNodesByCondition) comes with the cordon
+    assert cordoned["spec"]["taints"] == [
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    ]
     assert "SchedulingDisabled" in (await kubectl("get", "node", "n1")).stdout
     await kubectl("label", "node", "n1", "team=a")
     await kubectl("annotate", "node", "n1", "note=x")
@@ -193,6 +198,7 @@ async def test_cordon_label_annotate_patch_scale(kube: KubeApiServer, kubectl: K
     assert node["metadata"]["labels"] == {"kubernetes.io/hostname": "n1", "j": "1"}
     assert node["metadata"]["annotations"] == {"note": "x"}
     assert not node["spec"].get("unschedulable")
+    assert not node["spec"].get("taints")
     await kube.store.create(
         "deployments",
         {

@@ -443,6 +443,54 @@ async def test_eviction_honours_pod_disruption_budget() -> None:
     assert blocked.value.to_status()["details"]["causes"][0]["reason"] == "DisruptionBudget"
 
 
+async def _pods_and_budget(store: Store, ready: dict[str, bool], **spec: Any) -> None:
+    for name, is_ready in ready.items():
+        status = {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True" if is_ready else "False"}],
+        }
+        await store.create("pods", pod(name, {"app": "web"}, nodeName="n1"), "default")
+        await store.patch(
+            "pods", name, {"status": status}, namespace="default", subresource="status"
+        )
+    await store.create(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec},
+        },
+        "default",
+    )
+
+
+async def test_a_not_ready_pod_of_a_healthy_budget_may_be_evicted() -> None:
+    """IfHealthyBudget (the default unhealthyPodEvictionPolicy): with the healthy pods the
+    budget desires (2 of minAvailable 2), a not-ready pod goes although no disruption is
+    allowed; a ready one still does not."""
+    store = Store()
+    await _pods_and_budget(store, {"a": True, "b": True, "sick": False}, minAvailable=2)
+
+    assert (await store.evict("default", "sick"))["metadata"]["deletionTimestamp"]
+    with pytest.raises(TooManyRequests):
+        await store.evict("default", "a")
+
+
+@pytest.mark.parametrize(("policy", "evicted"), [("IfHealthyBudget", False), ("AlwaysAllow", True)])
+async def test_a_not_ready_pod_of_an_unhealthy_budget_goes_only_when_always_allowed(
+    policy: str, evicted: bool
+) -> None:
+    store = Store()
+    await _pods_and_budget(
+        store, {"a": True, "sick": False}, minAvailable=2, unhealthyPodEvictionPolicy=policy
+    )
+
+    if evicted:
+        assert (await store.evict("default", "sick"))["metadata"]["deletionTimestamp"]
+    else:
+        with pytest.raises(TooManyRequests):
+            await store.evict("default", "sick")
+
+
 async def test_bind_and_scale() -> None:
     """Binding sets nodeName once (second bind conflicts); scale reads and writes replicas."""
     store = Store()
