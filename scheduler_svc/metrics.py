@@ -53,8 +53,8 @@ class SchedulerMetrics:
         )
         self.disruption_decisions = Counter(
             "daiku_scheduler_disruption_decisions",
-            "Disruption decisions by reason (Empty, Expired, Drifted, Underutilized) and outcome "
-            "(disrupted, invalidated, abandoned).",
+            "Disruption decisions by reason (Empty, Expired, Drifted, Underutilized, Unhealthy, "
+            "RebalanceRecommended) and outcome (disrupted, invalidated, abandoned, failed).",
             ["reason", "outcome"],
             registry=self.registry,
         )
@@ -72,6 +72,13 @@ class SchedulerMetrics:
             "Nodes a disruption pass kept, by Event reason (DisruptionBlocked, Unconsolidatable); "
             "counted once per distinct message.",
             ["reason"],
+            registry=self.registry,
+        )
+        self.nodeclaims_unhealthy_disrupted = Counter(
+            "daiku_scheduler_nodeclaims_unhealthy_disrupted",
+            "NodeClaims node repair replaced, by the unhealthy Node condition (Ready, "
+            "KernelReady, ...) and NodePool (Karpenter's nodeclaims_unhealthy_disrupted_total).",
+            ["condition", "nodepool"],
             registry=self.registry,
         )
         self.evictions = Counter(

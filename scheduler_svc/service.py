@@ -25,6 +25,7 @@ import structlog
 from scheduler_svc.actuator_client import ActuatorClient, TlsFiles
 from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.disruption import DisruptionController, DisruptionControllerSettings
+from scheduler_svc.disruption.replacement import ReplacementController, ReplacementSettings
 from scheduler_svc.disruption.snapshot import catalog_instance_types
 from scheduler_svc.health import (
     ActuatorProbe,
@@ -72,6 +73,9 @@ class ServiceOptions:
     disruption: DisruptionControllerSettings = field(default_factory=DisruptionControllerSettings)
     disruption_clock: Callable[[], datetime] = utc_now  # consolidateAfter, expireAfter, waits
     interruption: InterruptionSettings = field(default_factory=InterruptionSettings)
+    # Node repair and rebalance recommendations; node_repair and the drain bound come from
+    # SchedulerSettings. It reads disruption_clock.
+    replacement: ReplacementSettings = field(default_factory=ReplacementSettings)
     nodeclass: NodeClassStatusSettings = field(default_factory=NodeClassStatusSettings)
     static_capacity: StaticCapacitySettings = field(default_factory=StaticCapacitySettings)
     watch: WatchSettings | None = None
@@ -102,6 +106,7 @@ class SchedulerService:
         self.lifecycle: LifecycleController | None = None
         self.interruption: InterruptionController | None = None
         self.disruption: DisruptionController | None = None
+        self.replacement: ReplacementController | None = None
         self.nodeclass_status: NodeClassStatusController | None = None
         self.static_capacity: StaticCapacityController | None = None
         self.elector: LeaderElector | None = None
@@ -139,6 +144,8 @@ class SchedulerService:
             self.lifecycle.on_change(change)
         if self.disruption is not None:
             self.disruption.on_change(change)
+        if self.replacement is not None:
+            self.replacement.on_change(change)
         if self.nodeclass_status is not None:
             self.nodeclass_status.on_change(change)
         if self.static_capacity is not None:
@@ -298,6 +305,21 @@ class SchedulerService:
             unavailable=unavailable,
             settings=self.options.static_capacity,
         )
+        self.replacement = ReplacementController(
+            mirror=mirror,
+            writer=writer,
+            metrics=self.metrics,
+            cordon=self.lifecycle.terminator.cordon,
+            creator=creator,
+            instance_types=lambda: catalog_instance_types(mirror, catalog),
+            settings=dataclasses.replace(
+                self.options.replacement,
+                node_repair=settings.node_repair,
+                repair_drain_seconds=settings.node_repair_drain_seconds,
+            ),
+            clock=self.options.disruption_clock,
+            catalogs=catalog_indexes,
+        )
         self.nodeclass_status = NodeClassStatusController(
             mirror=mirror, writer=writer, actuator=actuator, settings=self.options.nodeclass
         )
@@ -369,6 +391,7 @@ class SchedulerService:
             "lifecycle": self.lifecycle,
             "interruption": self.interruption,
             "disruption": self.disruption,
+            "replacement": self.replacement,
             "nodeclass_status": self.nodeclass_status,
             "static_capacity": self.static_capacity,
         }

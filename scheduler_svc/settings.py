@@ -136,6 +136,18 @@ class SchedulerSettings:
         metadata=_help("spot nodes are replaced by spot only with this many cheaper spot types"),
     )
 
+    node_repair: bool = field(
+        default=False,
+        metadata=_help(
+            "replace nodes whose Ready (or a node monitoring condition) has been unhealthy past"
+            " its toleration (Karpenter's NodeRepair feature gate; off by default as there)"
+        ),
+    )
+    node_repair_drain_seconds: float = field(
+        default=300.0,
+        metadata=_help("a repaired node's pods still there after this long are deleted"),
+    )
+
     def __post_init__(self) -> None:
         _check(self.batch_idle_seconds > 0, "batch_idle_seconds", "must be positive")
         _check(
@@ -176,7 +188,11 @@ class SchedulerSettings:
             "consolidation_min_saving_percent",
             "must be between 0 and 100",
         )
-        for name in ("consolidation_min_saving_per_hour", "consolidation_validation_seconds"):
+        for name in (
+            "consolidation_min_saving_per_hour",
+            "consolidation_validation_seconds",
+            "node_repair_drain_seconds",
+        ):
             _check(getattr(self, name) >= 0, name, "must not be negative")
         _check(self.spot_to_spot_min_types >= 1, "spot_to_spot_min_types", "must be at least 1")
         _check(

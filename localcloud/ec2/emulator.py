@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import structlog
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from localcloud.ec2 import events, moto_fast_paths
+from localcloud.ec2 import events, impairment, moto_fast_paths
 from localcloud.ec2.app import (
     DEFAULT_ACCOUNT_ID,
     CreateFleetCall,
@@ -113,6 +113,7 @@ class Ec2Emulator:
 
             moto_api_backend.reset()
             moto_fast_paths.install()
+            impairment.install()
 
             class QuietRequestHandler(MotoRequestHandler):
                 # werkzeug logs every request to stderr; the emulator logs what matters itself.
@@ -304,6 +305,17 @@ class Ec2Emulator:
             ec2_backends[self.account_id][self.region].terminate_instances([instance_id])
         if self._state.on_instances_terminated is not None:
             self._state.on_instances_terminated([instance_id])
+
+    def impair_instance(self, instance_id: str, *, impaired: bool = True) -> None:
+        """Fail (or, `impaired=False`, pass again) the instance's status checks: it keeps
+        running, DescribeInstanceStatus says `impaired`, and localcloud's kubelet on it stops
+        posting node status (a hardware or kernel failure). Unknown ids raise moto's
+        InvalidInstanceID error."""
+        from moto.ec2.models import ec2_backends
+
+        with self._state.ec2_lock:
+            instance = ec2_backends[self.account_id][self.region].get_instance(instance_id)
+            impairment.mark(instance, impaired=impaired)
 
     def _notify_terminated(self, instance_ids: list[str]) -> None:
         for instance_id in instance_ids:

@@ -34,6 +34,7 @@ from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.convert_disruption import (
     candidate_pod_from_k8s,
     claim_facts_from_k8s,
+    node_conditions_from_k8s,
     nodeclass_state,
     nodepool_state_from_k8s,
     pdb_from_k8s,
@@ -44,6 +45,7 @@ from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
     NODE_POOLS,
+    NODES,
     POD_DISRUPTION_BUDGETS,
     PODS,
     KubeObject,
@@ -164,6 +166,8 @@ def build_snapshot(  # noqa: PLR0912 - one pass over the mirror's kinds
                 is_initialized=facts.is_initialized,
                 nominated_pods=0 if nominated is None else len(nominated.pods),
                 nominated_until=nominated_until,
+                conditions=node_conditions_from_k8s(mirror.get(NODES, node.name)),
+                rebalance_recommended_at=facts.rebalance_recommended_at,
             )
         )
     pools: list[NodePoolState] = []

@@ -27,11 +27,13 @@ from scheduler_svc.core.disruption import (
     DO_NOT_DISRUPT_ANNOTATIONS,
     NODECLASS_HASH_ANNOTATION,
     NODEPOOL_HASH_ANNOTATION,
+    REBALANCE_RECOMMENDED_ANNOTATION,
     SECURITY_GROUP_IDS_ANNOTATION,
     SUBNET_ID_ANNOTATION,
     CandidatePod,
     DisruptionSettings,
     NodeClassState,
+    NodeCondition,
     NodePoolState,
     PodDisruptionBudget,
     accepted_nodeclass_hashes,
@@ -132,6 +134,21 @@ class ClaimFacts:
     image_id: str | None
     is_initialized: bool
     is_deleting: bool
+    rebalance_recommended_at: datetime | None = None
+
+
+def node_conditions_from_k8s(node: KubeObject | None) -> tuple[NodeCondition, ...]:
+    """The Node's status conditions as node repair reads them (malformed ones left out)."""
+    raw = _section(node or {}, "status").get("conditions")
+    return tuple(
+        NodeCondition(
+            str(c["type"]),
+            str(c.get("status") or "Unknown"),
+            parse_timestamp(c.get("lastTransitionTime")),
+        )
+        for c in (raw if isinstance(raw, list) else [])
+        if isinstance(c, dict) and c.get("type")
+    )
 
 
 def claim_facts_from_k8s(claim: KubeObject) -> ClaimFacts:
@@ -150,6 +167,7 @@ def claim_facts_from_k8s(claim: KubeObject) -> ClaimFacts:
         image_id=str(_section(claim, "status").get("imageID") or "") or None,
         is_initialized=is_condition_true(claim, "Initialized"),
         is_deleting=bool(metadata.get("deletionTimestamp")),
+        rebalance_recommended_at=parse_timestamp(annotations.get(REBALANCE_RECOMMENDED_ANNOTATION)),
     )
 
 

@@ -16,7 +16,10 @@ owns:
   warning on a responsive cluster. A spot warning's offering also goes into the provisioner's
   unavailable-offerings cache (the actuator marks it on its side too), so the replacement is
   not solved onto the pool being reclaimed;
-- rebalance recommendation -> logged and an Event only (Karpenter v1 does not act on them);
+- rebalance recommendation -> logged, an Event, and the claim annotated
+  `daiku.dev/rebalance-recommended-at` (first time only): a NodePool with
+  `disruption.rebalanceRecommendationPolicy: Replace` has the node replaced first by the
+  replacement controller (decision 0015); Karpenter v1 does not act on them;
 - anything else (other states, instances we do not own) -> counted and ignored.
 """
 
@@ -31,10 +34,11 @@ from typing import Any, NoReturn
 import structlog
 
 from scheduler_svc.actuator_client import CloudEvent, CloudEventKind
+from scheduler_svc.core.disruption import REBALANCE_RECOMMENDED_ANNOTATION
 from scheduler_svc.core.model import UnavailableOffering
 from scheduler_svc.errors import ActuatorError, FailedPreconditionError, KubeApiError
 from scheduler_svc.kube.resources import KubeObject
-from scheduler_svc.kube.writer import KubeWriter, name_of
+from scheduler_svc.kube.writer import KubeWriter, name_of, timestamp, utc_now
 from scheduler_svc.lifecycle.termination import Terminator
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
@@ -159,6 +163,7 @@ class InterruptionController:
             await self._terminator.record(
                 claim, node, "RebalanceRecommendation", "EC2 recommends rebalancing this instance"
             )
+            await self._note_rebalance(claim, event)
             return
         why = self._disruption_reason(event)
         if why is None:
@@ -181,6 +186,17 @@ class InterruptionController:
             raise
         self._count(event, "disrupted")
         bound.info("nodeclaim_interrupted", reason=why)
+
+    async def _note_rebalance(self, claim: KubeObject, event: CloudEvent) -> None:
+        """Stamp the first recommendation on the claim (durable: the event is acknowledged)."""
+        annotations = (claim.get("metadata") or {}).get("annotations") or {}
+        if REBALANCE_RECOMMENDED_ANNOTATION in annotations:
+            return
+        moment = timestamp(event.time or utc_now())
+        await self._writer.patch_nodeclaim(
+            name_of(claim),
+            {"metadata": {"annotations": {REBALANCE_RECOMMENDED_ANNOTATION: moment}}},
+        )
 
     @staticmethod
     def _disruption_reason(event: CloudEvent) -> str | None:

@@ -14,10 +14,11 @@ in this order, each step derived from the API server's state so a restarted lead
    `daiku.dev/do-not-disrupt` or `karpenter.sh/do-not-disrupt` are not evicted and hold the
    drain;
 3. **force** (Karpenter v1): when the claim has a `terminationGracePeriod` (its spec, else its
-   NodePool's), counted from the claim's deletionTimestamp, each pod still to drain is
-   *deleted* (not evicted: PodDisruptionBudgets and do-not-disrupt are bypassed) at
-   `deadline - pod.spec.terminationGracePeriodSeconds`, so its own grace period still fits
-   before the node goes; the delete's grace is clamped to the time left (event
+   NodePool's), counted from the claim's deletionTimestamp, or a
+   `daiku.dev/nodeclaim-termination-timestamp` annotation (node repair; the earlier wins),
+   each pod still to drain is *deleted* (not evicted: PodDisruptionBudgets and do-not-disrupt
+   are bypassed) at `deadline - pod.spec.terminationGracePeriodSeconds`, so its own grace
+   period still fits before the node goes; the delete's grace is clamped to the time left (event
    `TerminationGracePeriodExpiring` lists them). At the deadline the drain stops waiting (event
    `TerminationGracePeriodExpired` lists the pods still there, e.g. still terminating): they
    go with the instance. Without a grace period a PDB or do-not-disrupt pod holds the drain
@@ -43,6 +44,7 @@ from typing import Any
 
 import structlog
 
+from scheduler_svc.core.disruption.model import TERMINATION_TIMESTAMP_ANNOTATION
 from scheduler_svc.core.disruption.settings import DisruptionSettingsError, parse_duration
 from scheduler_svc.core.model import LabelSelector
 from scheduler_svc.core.requirements import Operator, Requirement, RequirementError
@@ -208,6 +210,19 @@ def grace_period_seconds(claim: KubeObject, nodepool: KubeObject | None) -> floa
     except DisruptionSettingsError as error:
         log.warning("termination_grace_period_invalid", error=str(error))
         return None
+
+
+def drain_deadline(claim: KubeObject, nodepool: KubeObject | None) -> datetime | None:
+    """When the drain stops waiting: the claim's deletionTimestamp + terminationGracePeriod,
+    or its `daiku.dev/nodeclaim-termination-timestamp` (node repair), the earlier; None when
+    neither is set (a PDB or do-not-disrupt pod may then hold the drain)."""
+    grace = grace_period_seconds(claim, nodepool)
+    deleted = parse_timestamp(_metadata(claim).get("deletionTimestamp"))
+    stamped = parse_timestamp(_annotations(claim).get(TERMINATION_TIMESTAMP_ANNOTATION))
+    deadlines = [] if grace is None or deleted is None else [deleted + timedelta(seconds=grace)]
+    if stamped is not None:
+        deadlines.append(stamped)
+    return min(deadlines, default=None)
 
 
 class Terminator:
@@ -415,11 +430,7 @@ class Terminator:
     def _deadline(self, claim: KubeObject) -> datetime | None:
         labels = _metadata(claim).get("labels") or {}
         pool = self._mirror.get(NODE_POOLS, str(labels.get("daiku.dev/nodepool", "")))
-        grace = grace_period_seconds(claim, pool)
-        deleted = parse_timestamp(_metadata(claim).get("deletionTimestamp"))
-        if grace is None or deleted is None:
-            return None
-        return deleted + timedelta(seconds=grace)
+        return drain_deadline(claim, pool)
 
     def eviction_backoff_seconds(self, failures: int) -> float:
         """Exponential in the failures so far, capped, times a jitter factor in [1/2, 1]."""

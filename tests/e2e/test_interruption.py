@@ -63,9 +63,11 @@ async def stack(queue_stack: Stack) -> AsyncIterator[Stack]:
     await queue_stack.reset()
 
 
-async def start(stack: Stack, replicas: int) -> Any:
+async def start(stack: Stack, replicas: int, *, rebalance: str | None = None) -> Any:
     pool = demo_object("nodepool.yaml")
     pool["spec"]["template"]["spec"]["requirements"] = SPOT_XLARGE
+    if rebalance is not None:
+        pool["spec"].setdefault("disruption", {})["rebalanceRecommendationPolicy"] = rebalance
     await stack.store.create("ec2nodeclasses", demo_object("ec2nodeclass.yaml"))
     await stack.store.create("nodepools", pool)
     scheduler = await stack.start_scheduler(lifecycle=FAST_TERMINATION)
@@ -140,7 +142,9 @@ async def test_a_spot_interruption_drains_and_replaces_the_node(stack: Stack) ->
 
 
 async def test_a_rebalance_recommendation_is_only_noted(stack: Stack) -> None:
-    """A rebalance recommendation records an Event on the claim and leaves the node alone."""
+    """By default (rebalanceRecommendationPolicy unset: Ignore, as Karpenter) a rebalance
+    recommendation records an Event and the claim's rebalance-recommended-at annotation, and
+    leaves the node alone."""
     scheduler = await start(stack, replicas=1)
     await until(lambda: web_pods_running(stack, 1), timeout_seconds=30)
     [claim] = await stack.objects("nodeclaims")
@@ -150,9 +154,15 @@ async def test_a_rebalance_recommendation_is_only_noted(stack: Stack) -> None:
 
     async def noted() -> bool:
         reasons = [r for r, _ in await events_about(stack, claim["metadata"]["name"])]
-        return "RebalanceRecommendation" in reasons
+        current = await stack.store.get("nodeclaims", claim["metadata"]["name"])
+        stamped = "daiku.dev/rebalance-recommended-at" in current["metadata"].get("annotations", {})
+        return "RebalanceRecommendation" in reasons and stamped
 
     await until(noted, timeout_seconds=15)
+    replacement = scheduler.service.replacement
+    assert replacement is not None
+    passes = replacement.passes
+    await until(lambda: replacement.passes >= passes + 2, timeout_seconds=30)
     [still] = await stack.objects("nodeclaims")
     assert not still["metadata"].get("deletionTimestamp")
     assert len(stack.running_instances()) == 1
@@ -163,6 +173,46 @@ async def test_a_rebalance_recommendation_is_only_noted(stack: Stack) -> None:
         )
         == 1
     )
+
+
+async def test_with_replace_a_rebalance_recommendation_moves_the_pods_before_any_warning(
+    stack: Stack,
+) -> None:
+    """rebalanceRecommendationPolicy: Replace: the recommended node is cordoned, a replacement
+    off the warned spot pool is launched and Initialized first, then the node's claim is
+    deleted and its pods run on the replacement; no interruption warning was sent."""
+    await start(stack, replicas=2, rebalance="Replace")
+    await until(lambda: web_pods_running(stack, 2), timeout_seconds=30)
+    [claim] = await stack.objects("nodeclaims")
+    [instance] = stack.running_instances()
+    warned = (instance["InstanceType"], instance["Placement"]["AvailabilityZone"], "spot")
+    name = claim["metadata"]["name"]
+
+    stack.cloud.ec2.send_rebalance_recommendation(instance["InstanceId"])
+
+    async def deleting() -> bool:
+        current = await stack.store.get("nodeclaims", name)
+        return bool(current["metadata"].get("deletionTimestamp"))
+
+    await until(deleting, timeout_seconds=40)
+    [replacement] = [c for c in await stack.objects("nodeclaims") if c["metadata"]["name"] != name]
+    assert any(
+        c["type"] == "Initialized" and c["status"] == "True"
+        for c in replacement["status"]["conditions"]
+    )
+    offerings = json.loads(replacement["metadata"]["annotations"]["daiku.dev/offerings"])
+    assert offerings
+    assert [o for o in offerings if tuple(o[:3]) == warned] == []
+
+    async def moved() -> dict[str, str]:
+        running = await web_pods_running(stack, 2)
+        old_node = claim["status"]["nodeName"]
+        return running if running and old_node not in running.values() else {}
+
+    await until(moved, timeout_seconds=40)
+    disrupting = [m for r, m in await events_about(stack, name) if r == "Disrupting"]
+    assert disrupting
+    assert disrupting[0].startswith("RebalanceRecommended: EC2 rebalance recommended at")
 
 
 async def test_an_instance_stopping_event_disrupts_its_node(stack: Stack) -> None:

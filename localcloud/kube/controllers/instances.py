@@ -3,6 +3,9 @@
 Both give the cluster's instances that are not terminated (pending, running, shutting-down,
 stopping, stopped) as `ClusterInstance`s, and an instance's user data as text.
 
+Each carries whether its EC2 status checks fail (`impaired`: DescribeInstanceStatus over HTTP,
+the emulator's flag in process).
+
 - `HttpInstances`: DescribeInstances (filtered by `daiku.dev/cluster=<cluster>` and, in a second
   call, by the `kubernetes.io/cluster/<cluster>` tag key) and DescribeInstanceAttribute(userData)
   over aiobotocore — exactly what a client of the emulator (or of AWS) sees. The emulator
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import functools
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -25,7 +29,7 @@ from typing import Any, Final, Protocol, Self
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 
-from localcloud.ec2 import Ec2Emulator
+from localcloud.ec2 import Ec2Emulator, impairment
 
 CLUSTER_TAG: Final = "daiku.dev/cluster"
 NOT_TERMINATED: Final = ("pending", "running", "shutting-down", "stopping", "stopped")
@@ -40,6 +44,7 @@ class ClusterInstance:
     private_dns_name: str
     private_ip: str
     spot: bool
+    impaired: bool = False  # its status checks fail (DescribeInstanceStatus `impaired`)
 
 
 class InstanceSource(Protocol):
@@ -127,7 +132,22 @@ class HttpInstances:
                             private_ip=instance.get("PrivateIpAddress", ""),
                             spot=instance.get("InstanceLifecycle") == "spot",
                         )
-        return found
+        impaired = await self._impaired()
+        return {
+            i: dataclasses.replace(c, impaired=True) if i in impaired else c
+            for i, c in found.items()
+        }
+
+    async def _impaired(self) -> set[str]:
+        """Ids of running instances whose instance or system status check is impaired."""
+        ids: set[str] = set()
+        paginator = self._ec2.get_paginator("describe_instance_status")
+        async for page in paginator.paginate():
+            for status in page.get("InstanceStatuses", []):
+                checks = (status.get("InstanceStatus") or {}, status.get("SystemStatus") or {})
+                if any(c.get("Status") == "impaired" for c in checks):
+                    ids.add(status["InstanceId"])
+        return ids
 
     async def user_data(self, instance_id: str) -> str:
         answer = await self._ec2.describe_instance_attribute(
@@ -182,6 +202,7 @@ class EmulatorInstances:
                     private_dns_name=str(instance.private_dns_name or ""),
                     private_ip=str(instance.private_ip or ""),
                     spot=instance.lifecycle == "spot",
+                    impaired=impairment.is_impaired(instance),
                 )
         return found
 

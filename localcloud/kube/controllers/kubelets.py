@@ -17,6 +17,10 @@ As a fleet of real kubelets would, for each pending or running instance it:
 - runs the pods bound to it once Ready (Pending -> Running with container statuses, a pod IP
   and the Ready condition) and removes, with grace 0, its pods being deleted gracefully once
   their containers have had `container_stop_seconds` to stop;
+- when the instance's status checks fail (the emulator's `impair_instance`, DescribeInstanceStatus
+  `impaired`): stops posting status, as a hung kubelet or a dead host does — its Node's
+  conditions go Unknown, its Lease is no longer renewed, its pods neither start nor finish
+  terminating; it comes back Ready once the instance is no longer impaired;
 - when the instance shuts down or goes away: reports the node NotReady (Unknown, as a node
   controller does for a silent kubelet) and deletes the Node; its pods then go away through the
   node lifecycle controller. A Node deleted while its instance still runs registers again, as a
@@ -96,6 +100,7 @@ class _Kubelet:
     ready: bool = False
     registered: bool = False
     deleted_at: float | None = None
+    silent: bool = False  # its instance is impaired: it posts no status and runs nothing
     pod_ip_counter: int = 0
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
 
@@ -189,11 +194,18 @@ class Kubelets:
             if instance.state in _LIVE_STATES:
                 if kubelet is None:
                     await self._register(source, instance)
+                elif kubelet.registered and kubelet.silent != instance.impaired:
+                    await self._set_silent(kubelet, silent=instance.impaired)
                 elif not kubelet.registered and (
                     kubelet.deleted_at is None or kubelet.deleted_at < poll_started
                 ):
                     await self._reregister(kubelet)
-                elif instance.state == "running" and kubelet.registered and not kubelet.ready:
+                elif (
+                    instance.state == "running"
+                    and kubelet.registered
+                    and not kubelet.ready
+                    and not kubelet.silent
+                ):
                     self._schedule_ready(kubelet)
             elif kubelet is not None:
                 await self._retire(kubelet, f"instance {instance.state}")
@@ -242,7 +254,11 @@ class Kubelets:
         kubelet.timers.append(loop.call_later(max(0.0, self.boot_seconds), fire))
 
     async def _become_ready(self, kubelet: _Kubelet) -> None:
-        if not kubelet.registered or self._kubelets.get(kubelet.instance_id) is not kubelet:
+        if (
+            not kubelet.registered
+            or kubelet.silent
+            or self._kubelets.get(kubelet.instance_id) is not kubelet
+        ):
             return
         current = self.store.get_nowait(self._rt["nodes"], kubelet.node_name)
         if current is None:
@@ -264,6 +280,32 @@ class Kubelets:
         log.info("node_ready", node=kubelet.node_name, instance_id=kubelet.instance_id)
         for key in self._pods.on(kubelet.node_name):
             self._enqueue(key)
+
+    async def _set_silent(self, kubelet: _Kubelet, *, silent: bool) -> None:
+        """An impaired instance's kubelet stops: no lease, no pod changes, and its Node's
+        conditions go Unknown ("Kubelet stopped posting node status.", stamped now: what the
+        node lifecycle controller writes after its grace period). Unimpaired, it comes back
+        Ready."""
+        kubelet.silent = silent
+        if not silent:
+            log.info("kubelet_posting_again", node=kubelet.node_name)
+            self._schedule_ready(kubelet)
+            return
+        for timer in kubelet.timers:
+            timer.cancel()
+        kubelet.timers.clear()
+        kubelet.ready = False
+        current = self.store.get_nowait(self._rt["nodes"], kubelet.node_name)
+        if current is not None:
+            new = copy_json(current)
+            new.setdefault("status", {})["conditions"] = _node_conditions(
+                ready=None, now=self._stamp()
+            )
+            try:
+                await self.store.update(self._rt["nodes"], new, subresource="status")
+            except ApiError as error:
+                log.warning("node_status_unknown_failed", node=kubelet.node_name, error=str(error))
+        log.info("kubelet_stopped_posting", node=kubelet.node_name, instance_id=kubelet.instance_id)
 
     async def _retire(self, kubelet: _Kubelet, why: str) -> None:
         for timer in kubelet.timers:
@@ -381,7 +423,7 @@ class Kubelets:
             for index, kubelet in enumerate(list(self._kubelets.values())):
                 if index % 64 == 63:
                     await asyncio.sleep(0)  # a thousand renewals must not stall the API server
-                if kubelet.registered:
+                if kubelet.registered and not kubelet.silent:
                     await self._write_lease(kubelet)
 
     # ------------------------------------------------------------------ nodes and pods
@@ -434,7 +476,7 @@ class Kubelets:
             return
         node_name = (pod.get("spec") or {}).get("nodeName")
         kubelet = self._by_node.get(node_name or "")
-        if kubelet is None or not kubelet.registered:
+        if kubelet is None or not kubelet.registered or kubelet.silent:
             return
         if pod["metadata"].get("deletionTimestamp"):
             if key not in self._stopping:

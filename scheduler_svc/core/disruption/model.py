@@ -29,6 +29,13 @@ NODECLASS_HASH_ANNOTATION = "daiku.dev/ec2nodeclass-hash"
 # status.subnets/status.securityGroups.
 SUBNET_ID_ANNOTATION = "daiku.dev/subnet-id"
 SECURITY_GROUP_IDS_ANNOTATION = "daiku.dev/security-group-ids"
+# When EC2 first recommended rebalancing the claim's instance (RFC 3339), written by the
+# interruption handler; the rebalance method acts on it (decision 0015).
+REBALANCE_RECOMMENDED_ANNOTATION = "daiku.dev/rebalance-recommended-at"
+# A deadline for a NodeClaim's drain set before its deletion (node repair bounds a broken
+# node's drain; Karpenter's karpenter.sh/nodeclaim-termination-timestamp). Termination takes
+# the earlier of it and the terminationGracePeriod's deadline.
+TERMINATION_TIMESTAMP_ANNOTATION = "daiku.dev/nodeclaim-termination-timestamp"
 # Pods of these owners are not rescheduled: the DaemonSet puts one on every new node, and a
 # mirror pod (owner Node) belongs to its static pod's node.
 NON_RESCHEDULABLE_OWNER_KINDS = frozenset({"DaemonSet", "Node"})

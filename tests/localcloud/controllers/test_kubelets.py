@@ -310,3 +310,38 @@ async def test_in_process_source_sees_the_same_instances(cluster: Cluster) -> No
         return await node_with_provider_id(store, f"/{instance_id}") is None
 
     await until(gone)
+
+
+@pytest.mark.parametrize("in_process", [False, True])
+async def test_an_impaired_instance_s_kubelet_stops_posting_status(
+    cluster: Cluster, in_process: bool
+) -> None:
+    """The emulator's impaired status checks (DescribeInstanceStatus `impaired`, read over
+    HTTP or in process) silence the instance's kubelet: its Node goes Ready Unknown with a
+    fresh lastTransitionTime and a bound pod does not start; unimpaired, it is Ready again."""
+    store = cluster.store
+    if in_process:
+        cluster.start_kubelets(emulator=cluster.emulator, ec2_endpoint_url=None)
+    else:
+        cluster.start_kubelets()
+    instance_id = await cluster.run_instance()
+
+    async def node_status(status: str) -> dict[str, Any] | None:
+        found = await node_with_provider_id(store, f"/{instance_id}")
+        return found if found and ready_status(found) == status else None
+
+    node = await until(lambda: node_status("True"))
+    cluster.emulator.impair_instance(instance_id)
+    [status] = cluster.ec2.describe_instance_status(InstanceIds=[instance_id])["InstanceStatuses"]
+    assert status["InstanceStatus"]["Status"] == "impaired"
+    assert status["SystemStatus"]["Status"] == "impaired"
+
+    silent = await until(lambda: node_status("Unknown"))
+    [ready] = [c for c in silent["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready["message"] == "Kubelet stopped posting node status."
+    await store.create("pods", pod("stuck", nodeName=node["metadata"]["name"]), "default")
+    await asyncio.sleep(0.3)  # several polls: a silent kubelet starts nothing
+    assert (await store.get("pods", "stuck", "default"))["status"].get("phase") != "Running"
+
+    cluster.emulator.impair_instance(instance_id, impaired=False)
+    await until(lambda: node_status("True"))

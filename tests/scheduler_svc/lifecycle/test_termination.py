@@ -11,6 +11,7 @@ import pytest
 from scheduler_svc.lifecycle.termination import (
     Terminator,
     clamped_grace_seconds,
+    drain_deadline,
     grace_period_seconds,
     is_drained_by_termination,
     is_stuck_terminating,
@@ -113,3 +114,26 @@ def test_a_pod_is_force_deleted_its_own_grace_period_before_the_deadline() -> No
     assert pod_delete_time(pod(spec={"terminationGracePeriodSeconds": 0}), deadline) == deadline
     assert clamped_grace_seconds(deadline, deadline - timedelta(seconds=90.7)) == 90
     assert clamped_grace_seconds(deadline, deadline + timedelta(seconds=5)) == 0
+
+
+def test_a_stamped_termination_timestamp_bounds_the_drain_the_earlier_deadline_winning() -> None:
+    """Node repair stamps `daiku.dev/nodeclaim-termination-timestamp`; with a grace period too,
+    the earlier deadline counts; with neither there is none."""
+    deleted = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    claim: dict[str, Any] = {
+        "metadata": {"name": "c", "deletionTimestamp": "2026-01-05T09:00:00Z"},
+        "spec": {},
+    }
+    assert drain_deadline(claim, None) is None
+    stamped = {
+        **claim,
+        "metadata": {
+            **claim["metadata"],
+            "annotations": {"daiku.dev/nodeclaim-termination-timestamp": "2026-01-05T09:05:00Z"},
+        },
+    }
+    assert drain_deadline(stamped, None) == deleted + timedelta(minutes=5)
+    short = {**stamped, "spec": {"terminationGracePeriod": "1m"}}
+    assert drain_deadline(short, None) == deleted + timedelta(minutes=1)
+    long = {**stamped, "spec": {"terminationGracePeriod": "1h"}}
+    assert drain_deadline(long, None) == deleted + timedelta(minutes=5)
