@@ -241,30 +241,40 @@ class HostPort:
 
 
 def _names_zone_id(pod: Pod) -> bool:
-    """Whether the pod's selectors, node affinity or topology terms name the zone id."""
-    if not (
-        pod.node_selector
-        or pod.required_node_affinity
-        or pod.preferred_node_affinity
-        or pod.topology_spread
-        or pod.pod_affinity
-        or pod.pod_anti_affinity
-        or pod.preferred_pod_affinity
-        or pod.preferred_pod_anti_affinity
-    ):
-        return False
-    if LABEL_ZONE_ID in pod.node_selector:
-        return True
-    if any(r.key == LABEL_ZONE_ID for t in pod.required_node_affinity for r in t):
-        return True
-    if any(r.key == LABEL_ZONE_ID for p in pod.preferred_node_affinity for r in p.requirements):
-        return True
-    keys = [s.topology_key for s in pod.topology_spread]
-    keys += [t.topology_key for t in (*pod.pod_affinity, *pod.pod_anti_affinity)]
-    keys += [
-        w.term.topology_key for w in (*pod.preferred_pod_affinity, *pod.preferred_pod_anti_affinity)
-    ]
-    return LABEL_ZONE_ID in keys
+    """Whether the pod's selectors, node affinity or topology terms name the zone id (plain
+    loops: this runs once per pod converted)."""
+    return (
+        LABEL_ZONE_ID in pod.node_selector
+        or _node_affinity_names_zone_id(pod)
+        or _topology_names_zone_id(pod)
+    )
+
+
+def _node_affinity_names_zone_id(pod: Pod) -> bool:
+    for term in pod.required_node_affinity:
+        for requirement in term:
+            if requirement.key == LABEL_ZONE_ID:
+                return True
+    for preferred in pod.preferred_node_affinity:
+        for requirement in preferred.requirements:
+            if requirement.key == LABEL_ZONE_ID:
+                return True
+    return False
+
+
+def _topology_names_zone_id(pod: Pod) -> bool:
+    for spread in pod.topology_spread:
+        if spread.topology_key == LABEL_ZONE_ID:
+            return True
+    for affinity in (pod.pod_affinity, pod.pod_anti_affinity):
+        for affinity_term in affinity:
+            if affinity_term.topology_key == LABEL_ZONE_ID:
+                return True
+    for weighted_terms in (pod.preferred_pod_affinity, pod.preferred_pod_anti_affinity):
+        for weighted in weighted_terms:
+            if weighted.term.topology_key == LABEL_ZONE_ID:
+                return True
+    return False
 
 
 @dataclass(frozen=True)
