@@ -8,7 +8,9 @@ Each rule returns `Violation`s worded as the apiserver's field errors (`Invalid 
 - ConfigMap and Secret keys are config keys; once `immutable: true`, their data and the flag
   stay as they are; a Secret's type is fixed;
 - no finalizer may be added to an object being deleted;
-- a Service's clusterIP does not change (`services`).
+- a Service's clusterIP does not change (`services`);
+- an events.k8s.io/v1 Event names its time, type, reason, action and reporter
+  (`event_v1_violations`, checked before it is stored as a core/v1 Event).
 Secrets are normalised before (their defaulter in `resources`): `stringData` merged into
 `data` (base64), `type` defaulted to Opaque, data that is not base64 refused.
 """
@@ -216,3 +218,45 @@ def _config(rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> Iterat
                 yield Violation(
                     field, "Forbidden: field is immutable when `immutable` is set", FORBIDDEN
                 )
+
+
+_EVENT_TYPES: Final = ("Normal", "Warning")
+_EVENT_FIELD_MAX: Final = 128
+_EVENT_NOTE_MAX: Final = 1024
+
+
+def event_v1_violations(event: JsonObject) -> list[Violation]:
+    """What events.k8s.io/v1's ValidateEventCreate refuses (the core/v1 API is more lenient)."""
+    found: list[Violation] = []
+    if not event.get("eventTime"):
+        found.append(Violation("eventTime", "Required value", REQUIRED))
+    if event.get("type") not in _EVENT_TYPES:
+        found.append(
+            Violation(
+                "type",
+                f'Unsupported value: "{event.get("type", "")}": supported values: '
+                '"Normal", "Warning"',
+                "FieldValueNotSupported",
+            )
+        )
+    for field in ("reportingController", "reportingInstance", "action", "reason"):
+        value = event.get(field)
+        if not value:
+            found.append(Violation(field, "Required value", REQUIRED))
+        elif len(str(value)) > _EVENT_FIELD_MAX:
+            found.append(
+                Violation(
+                    field,
+                    f"Too long: may not be more than {_EVENT_FIELD_MAX} bytes",
+                    "FieldValueTooLong",
+                )
+            )
+    if len(str(event.get("note") or "")) > _EVENT_NOTE_MAX:
+        found.append(
+            Violation(
+                "note",
+                f"Too long: may not be more than {_EVENT_NOTE_MAX} bytes",
+                "FieldValueTooLong",
+            )
+        )
+    return found

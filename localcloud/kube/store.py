@@ -84,6 +84,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any, Final
 
+from localcloud.kube.builtin_rules import event_v1_violations
 from localcloud.kube.crds import CRD_KEY, CustomResourceDefinitions
 from localcloud.kube.disruption_budgets import TERMINAL_PHASES, DisruptionBudgets
 from localcloud.kube.errors import (
@@ -121,6 +122,7 @@ from localcloud.kube.watch import (
     WatchEvent,
 )
 
+EVENTS_V1_KEY: Final = "events.k8s.io/v1/events"
 DEFAULT_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 _GENERATE_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
@@ -168,6 +170,8 @@ class Store(ObjectStorage):
         copy: bool = True,
     ) -> JsonObject:
         rt = self.resource(resource)
+        if rt.key == EVENTS_V1_KEY:
+            raise_violations(rt, name_hint(obj), event_v1_violations(obj))
         stored = self._create(self._storage_type(rt), self._to_storage(rt, obj), namespace)
         return self._served(rt, stored, copy=copy)
 

@@ -576,6 +576,31 @@ async def test_events_are_one_resource_served_by_two_apis() -> None:
     assert (kind, event["note"], event["apiVersion"]) == ("MODIFIED", "again", "events.k8s.io/v1")
 
 
+async def test_an_events_v1_event_without_its_required_fields_is_invalid() -> None:
+    """events.k8s.io/v1 requires eventTime, a Normal/Warning type, reportingController,
+    reportingInstance, action and reason (ValidateEventCreate); each missing one is a cause."""
+    store = Store()
+
+    with pytest.raises(Invalid) as refused:
+        await store.create(
+            "events.k8s.io/v1/events",
+            {"metadata": {"name": "e1"}, "type": "Info", "note": "x" * 1025},
+            "default",
+        )
+
+    causes = {c["field"] for c in refused.value.to_status()["details"]["causes"]}
+    assert causes == {
+        "eventTime",
+        "type",
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+        "note",
+    }
+    assert (await store.list("v1/events", "default")).items == []
+
+
 async def test_unsupported_field_selector_labels_are_bad_requests() -> None:
     """Only the field labels the real apiserver supports per resource are accepted."""
     store = Store()
