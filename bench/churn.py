@@ -21,11 +21,15 @@ Policies (all through ``scheduler_svc.core.disruption``):
   which rules out merging several nodes at once, as in Karpenter).
 * daiku ca5m: the defaults with consolidateAfter 5m (shorter than the cron period: the burst
   nodes are kept a while, then taken away just before the next burst).
+* balanced, balanced k1, balanced b100%: ``consolidationPolicy: Balanced`` with
+  consolidationThreshold 2 (default) or 1, budget 10 % or 100 % (Karpenter v1.14: a move only
+  when its savings fraction is at least 1/k of its disruption fraction; every pod here costs 1).
 * naive: consolidateAfter 0s, budget 100 %, no saving threshold, acted on at once, never
   suspended for pending pods or booting nodes, and passes repeated within a step while
   anything is removable (up to 20).
 
-Prints per policy: launches, terminations, evictions, pod-minutes pending, node-hours, cost.
+Prints per policy: launches, terminations, evictions, pods moved twice (evicted again within
+30 minutes of their last eviction), pod-minutes pending, node-hours, cost.
 """
 
 from __future__ import annotations
@@ -146,6 +150,9 @@ class Figures:
     cost: float = 0.0
     peak_nodes: int = 0
     decisions: dict[str, int] = field(default_factory=dict)
+    # Evictions of a pod evicted before within MOVED_AGAIN_SECONDS (moved twice in a row).
+    moved_twice: int = 0
+    last_evicted: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -160,17 +167,25 @@ class Policy:
     pass_interval_seconds: float = 10.0
 
 
-def daiku_policy(name: str, consolidate_after_seconds: float, budget: Budget) -> Policy:
+def daiku_policy(
+    name: str,
+    consolidate_after_seconds: float,
+    budget: Budget,
+    consolidation: ConsolidationPolicy = ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
+    threshold: int = 2,
+) -> Policy:
     """daiku's consolidation (threshold, validation, no fighting a scale-up) with
-    ``consolidate_after_seconds`` and ``budget``."""
+    ``consolidate_after_seconds``, ``budget`` and ``consolidation`` (``threshold``: Balanced's
+    consolidationThreshold)."""
     return Policy(
         name,
         DisruptionSettings(
-            ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
+            consolidation,
             consolidate_after_seconds,
             None,
             None,
             (budget,),
+            consolidation_threshold=threshold,
         ),
         ConsolidationOptions(),
         validates=True,
@@ -182,6 +197,9 @@ POLICIES = (
     daiku_policy("daiku", 0.0, Budget(percent=10)),
     daiku_policy("daiku b100%", 0.0, Budget(percent=100)),
     daiku_policy("daiku ca5m", 300.0, Budget(percent=10)),
+    daiku_policy("balanced", 0.0, Budget(percent=10), ConsolidationPolicy.BALANCED),
+    daiku_policy("balanced k1", 0.0, Budget(percent=10), ConsolidationPolicy.BALANCED, 1),
+    daiku_policy("balanced b100%", 0.0, Budget(percent=100), ConsolidationPolicy.BALANCED),
 )
 NAIVE = Policy(
     "naive",
@@ -193,6 +211,10 @@ NAIVE = Policy(
     suspends_for_pending=False,
     passes_per_step=20,
 )
+
+
+# A pod evicted again this soon after its last eviction counts as moved twice in a row.
+MOVED_AGAIN_SECONDS = 1800.0
 
 
 def web_replicas(seconds: float) -> int:
@@ -331,6 +353,11 @@ class Simulation:
             node = self.nodes.pop(name)
             self.figures.terminations += 1
             self.figures.evictions += len(node.pods)
+            for key in node.pods:
+                before = self.figures.last_evicted.get(key)
+                if before is not None and now - before <= MOVED_AGAIN_SECONDS:
+                    self.figures.moved_twice += 1
+                self.figures.last_evicted[key] = now
             self.pending.update(node.pods)
         self.provision(now)
 
@@ -407,17 +434,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print(f"catalog: {len(catalog())} on-demand instance types (c/m/r, gen > 4, amd64)")
     print(
-        f"{'policy':<12} {'launches':>8} {'terminated':>10} {'evictions':>9} "
-        f"{'pending pod-min':>15} {'peak nodes':>10} {'node-hours':>10} {'cost $':>8} "
-        f"{'sim s':>6}  decisions"
+        f"{'policy':<14} {'launches':>8} {'terminated':>10} {'evictions':>9} "
+        f"{'moved twice':>11} {'pending pod-min':>15} {'peak nodes':>10} {'node-hours':>10} "
+        f"{'cost $':>8} {'sim s':>6}  decisions"
     )
     for policy in (*POLICIES, NAIVE):
         figures, seconds = run(policy, args.hours, args.seed)
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(figures.decisions.items()))
         print(
-            f"{policy.name:<12} {figures.launches:>8} {figures.terminations:>10} "
-            f"{figures.evictions:>9} {figures.pending_pod_minutes:>15} {figures.peak_nodes:>10} "
-            f"{figures.node_hours:>10.1f} {figures.cost:>8.2f} {seconds:>6.1f}  {decisions}",
+            f"{policy.name:<14} {figures.launches:>8} {figures.terminations:>10} "
+            f"{figures.evictions:>9} {figures.moved_twice:>11} {figures.pending_pod_minutes:>15} "
+            f"{figures.peak_nodes:>10} {figures.node_hours:>10.1f} {figures.cost:>8.2f} "
+            f"{seconds:>6.1f}  {decisions}",
             flush=True,
         )
 
