@@ -11,7 +11,8 @@ with GET (get, list, `watch=true` streams one JSON event per line over chunked H
 (create; pods/binding, pods/eviction), PUT (update; /status, /scale), PATCH (merge, JSON,
 strategic merge; `application/apply-patch+yaml` is approximated, see below), DELETE (object
 or collection). Query booleans are accepted in any case (`watch=True`, `watch=1`). Every error
-is a `Status` object. `Accept: application/json;as=Table;...` returns a meta.k8s.io/v1 Table.
+is a `Status` object. Reads are answered as their `Accept` header asks (`representations`): JSON,
+a meta.k8s.io/v1 Table, PartialObjectMetadata or YAML.
 Lists honour `limit`/`continue` as kube-apiserver does: a page of at most `limit` items in
 (namespace, name) order, `metadata.continue` and `remainingItemCount` while more follow, every
 page reporting the first page's resourceVersion (a watch from it replays whatever changed while
@@ -53,6 +54,13 @@ from localcloud.kube.errors import (
     UnsupportedMediaType,
 )
 from localcloud.kube.protobuf import decode_object
+from localcloud.kube.representations import (
+    Representation,
+    negotiate,
+    partial_metadata,
+    partial_metadata_list,
+    yaml_bytes,
+)
 from localcloud.kube.resources import ResourceType
 from localcloud.kube.store import Store, WatchEvent, apply_patch, copy_json
 from localcloud.kube.tables import to_table
@@ -165,8 +173,20 @@ def _status_success(code: int = 200, details: JsonObject | None = None) -> JsonO
     return status
 
 
-def _wants_table(request: web.Request) -> bool:
-    return "as=Table" in request.headers.get("Accept", "")
+def _representation(request: web.Request, *, watch: bool = False) -> Representation:
+    return negotiate(request.headers.get("Accept", ""), watch=watch)
+
+
+def _yaml_response(body: Any) -> web.Response:
+    return web.Response(body=yaml_bytes(body), content_type="application/yaml")
+
+
+def _event_line(event: WatchEvent, metadata_only: bool) -> bytes:
+    """One watch event as its JSON line: the stored encoding, or only the object's metadata."""
+    if not metadata_only:
+        return event.encoded()
+    line = {"type": event.type, "object": partial_metadata(event.object)}
+    return (json.dumps(line, separators=(",", ":")) + "\n").encode()
 
 
 class KubeApi:
@@ -379,11 +399,16 @@ class KubeApi:
             raise NotFound("the server could not find the requested resource")
         stored_subresource = "status" if subresource == "status" else None
         if method == "GET":
+            representation = _representation(request)
             obj = await self.store.get(rt, name, namespace, copy=False)
-            if _wants_table(request):
+            if representation is Representation.TABLE:
                 return _json_response(
                     self._table(request, rt, [obj], obj["metadata"]["resourceVersion"])
                 )
+            if representation is Representation.METADATA:
+                return _json_response(partial_metadata(obj))
+            if representation is Representation.YAML:
+                return _yaml_response(obj)
             return _json_response(obj)
         if method == "PUT":
             body = await self._body(request)
@@ -436,6 +461,7 @@ class KubeApi:
         self, request: web.Request, rt: ResourceType, namespace: str | None
     ) -> web.Response:
         query = request.query
+        representation = _representation(request)
         # copy=False: the HTTP layer only serialises the stored objects
         listed = await self.store.list(
             rt,
@@ -449,18 +475,21 @@ class KubeApi:
         if page.token_resource_version is not None:
             self.store.require_retained(rt, page.token_resource_version)
         metadata = page.metadata()
-        if _wants_table(request):
+        if representation is Representation.TABLE:
             table = self._table(request, rt, page.items, metadata["resourceVersion"])
             table["metadata"] = {**table.get("metadata", {}), **metadata}
             return _json_response(table)
-        return _json_response(
-            {
-                "kind": rt.list_kind,
-                "apiVersion": rt.api_version,
-                "metadata": metadata,
-                "items": page.items,
-            }
-        )
+        if representation is Representation.METADATA:
+            return _json_response(partial_metadata_list(metadata, page.items))
+        body = {
+            "kind": rt.list_kind,
+            "apiVersion": rt.api_version,
+            "metadata": metadata,
+            "items": page.items,
+        }
+        if representation is Representation.YAML:
+            return _yaml_response(body)
+        return _json_response(body)
 
     async def _watch(  # noqa: PLR0912, PLR0915 - the watch stream's states in one place
         self, request: web.Request, rt: ResourceType, namespace: str | None
@@ -470,7 +499,9 @@ class KubeApi:
         timeout_seconds = float(timeout) if timeout else _DEFAULT_WATCH_TIMEOUT_SECONDS
         bookmarks = _flag(query.get("allowWatchBookmarks"))
         send_initial = _flag(query.get("sendInitialEvents"))
-        table = _wants_table(request)
+        representation = _representation(request, watch=True)
+        table = representation is Representation.TABLE
+        metadata_only = representation is Representation.METADATA
         include = query.get("includeObject", "PartialObjectMetadata")
         failure: ApiError | None = None
         watcher = None
@@ -508,7 +539,7 @@ class KubeApi:
                     )
                     columns_sent = bool(initial)
                 else:
-                    await response.write(b"".join(e.encoded() for e in initial))
+                    await response.write(b"".join(_event_line(e, metadata_only) for e in initial))
                 await response.write(_bookmark_line(rt, watcher.cursor_rv, initial_end=True))
             while not self._closing:
                 remaining = deadline - time.monotonic()
@@ -529,7 +560,9 @@ class KubeApi:
                             columns_sent = True
                         await response.write(b"".join(lines))
                     else:
-                        await response.write(b"".join(e.encoded() for e in events))
+                        await response.write(
+                            b"".join(_event_line(e, metadata_only) for e in events)
+                        )
                 if not events and bookmarks and time.monotonic() < deadline:
                     # nothing of this resource is pending (poll just came back empty, with no
                     # await since), so the global version is a safe, fresher resume point

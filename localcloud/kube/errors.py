@@ -98,6 +98,11 @@ class MethodNotAllowed(ApiError):
     reason = "MethodNotAllowed"
 
 
+class NotAcceptable(ApiError):
+    code = 406
+    reason = "NotAcceptable"
+
+
 class Conflict(ApiError):
     code = 409
     reason = "Conflict"

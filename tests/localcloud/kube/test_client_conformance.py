@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import aiohttp
 import pytest
+import yaml
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -414,3 +415,70 @@ async def test_closing_the_server_ends_open_watches_promptly() -> None:
             await server.close()
             assert await asyncio.wait_for(response.content.read(), 5) == b""
         assert asyncio.get_running_loop().time() - started < 3
+
+
+METADATA_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+METADATA_LIST_ACCEPT = (
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+)
+
+
+async def test_metadata_only_reads_as_client_gos_metadata_informers_send_them(
+    kube: KubeApiServer,
+) -> None:
+    """`as=PartialObjectMetadata[List]` answers get, list and watch with each object's metadata
+    only (kind PartialObjectMetadata, meta.k8s.io/v1), as controller-runtime's metadata
+    informers read them."""
+    await kube.store.create("nodes", {"metadata": {"name": "n1", "labels": {"a": "b"}}})
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        async with session.get(
+            f"{kube.url}/api/v1/nodes/n1", headers={"Accept": METADATA_ACCEPT}, ssl=False
+        ) as response:
+            one = await response.json()
+        async with session.get(
+            f"{kube.url}/api/v1/nodes", headers={"Accept": METADATA_LIST_ACCEPT}, ssl=False
+        ) as response:
+            listed = await response.json()
+        async with session.get(
+            f"{kube.url}/api/v1/nodes?watch=1&resourceVersion=0&timeoutSeconds=1",
+            headers={"Accept": METADATA_ACCEPT},
+            ssl=False,
+        ) as response:
+            event = json.loads(await asyncio.wait_for(response.content.readline(), 5))
+
+    assert (one["kind"], one["apiVersion"]) == ("PartialObjectMetadata", "meta.k8s.io/v1")
+    assert set(one) == {"kind", "apiVersion", "metadata"}
+    assert one["metadata"]["labels"] == {"a": "b"}
+    assert (listed["kind"], listed["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+    assert listed["metadata"]["resourceVersion"]
+    assert [(i["kind"], i["metadata"]["name"]) for i in listed["items"]] == [
+        ("PartialObjectMetadata", "n1")
+    ]
+    assert event["type"] == "ADDED"
+    assert set(event["object"]) == {"kind", "apiVersion", "metadata"}
+
+
+async def test_yaml_reads_and_media_types_nobody_serves(kube: KubeApiServer) -> None:
+    """`Accept: application/yaml` answers a get or list in YAML; a header naming only types the
+    server does not produce is 406 Not Acceptable."""
+    await kube.store.create("nodes", {"metadata": {"name": "n1"}})
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        async with session.get(
+            f"{kube.url}/api/v1/nodes/n1", headers={"Accept": "application/yaml"}, ssl=False
+        ) as response:
+            assert response.content_type == "application/yaml"
+            node = yaml.safe_load(await response.text())
+        async with session.get(
+            f"{kube.url}/api/v1/nodes", headers={"Accept": "application/yaml"}, ssl=False
+        ) as response:
+            nodes = yaml.safe_load(await response.text())
+        async with session.get(
+            f"{kube.url}/api/v1/nodes", headers={"Accept": "text/html"}, ssl=False
+        ) as response:
+            refused = (response.status, (await response.json())["reason"])
+
+    assert (node["kind"], node["metadata"]["name"]) == ("Node", "n1")
+    assert (nodes["kind"], [n["metadata"]["name"] for n in nodes["items"]]) == ("NodeList", ["n1"])
+    assert refused == (406, "NotAcceptable")
