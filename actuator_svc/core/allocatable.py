@@ -72,17 +72,23 @@ def max_pods(shape: InstanceShape, kubelet: KubeletSettings) -> int:
     return pods
 
 
-def kube_reserved_cpu_millis(vcpus: int) -> int:
-    """6 % of the first core, 1 % of the second, 0.5 % of cores 3-4, 0.25 % of the rest."""
-    tiers = ((1, 60.0), (1, 10.0), (2, 5.0), (math.inf, 2.5))  # (cores, millis per core)
-    reserved, remaining = 0.0, float(vcpus)
-    for cores, millis_per_core in tiers:
-        taken = min(remaining, cores)
-        reserved += taken * millis_per_core
-        remaining -= taken
-        if remaining <= 0:
+# (end of the range in millicores, reserved per 10,000 millicores of it): 6 % of the first core,
+# 1 % of the second, 0.5 % of cores 3-4, 0.25 % of the rest.
+_CPU_RESERVED_RANGES = ((1000, 600), (2000, 100), (4000, 50), (2**63, 25))
+
+
+def kube_reserved_cpu_millis_of(cpu_millis: int) -> int:
+    """kube-reserved cpu for `cpu_millis` of capacity, in the EKS AMI's integer arithmetic
+    (bootstrap.sh's get_cpu_millicores_to_reserve; Karpenter's kubeReservedResources): each
+    range's share is truncated on its own, so 5 cores reserve 82m (60 + 10 + 10 + 2), not 83m,
+    and a capacity of 2500m counts its half core (72m)."""
+    reserved, start = 0, 0
+    for end, per_10000 in _CPU_RESERVED_RANGES:
+        if cpu_millis <= start:
             break
-    return math.ceil(reserved)
+        reserved += (min(cpu_millis, end) - start) * per_10000 // 10_000
+        start = end
+    return reserved
 
 
 def kube_reserved_memory_bytes(pods: int) -> int:
@@ -131,7 +137,7 @@ def allocatable_from_capacity(
     reserved_cpu = (
         kubelet.kube_reserved_cpu_millis
         if kubelet.kube_reserved_cpu_millis is not None
-        else kube_reserved_cpu_millis(total.cpu_millis // 1000)
+        else kube_reserved_cpu_millis_of(total.cpu_millis)
     )
     reserved_memory = (
         kubelet.kube_reserved_memory_bytes

@@ -15,6 +15,7 @@ from actuator_svc.core.allocatable import (
     KubeletSettings,
     NodeResources,
     allocatable,
+    allocatable_from_capacity,
     capacity,
 )
 
@@ -137,3 +138,34 @@ def test_devices_are_extended_resources() -> None:
     g4dn = InstanceShape("g4dn.xlarge", 4, 16384, 3, 10, devices={"nvidia.com/gpu": 1})
     assert allocatable(g4dn).extended == {"nvidia.com/gpu": 1}
     assert allocatable(M5_LARGE).extended == {}
+
+
+def test_kube_reserved_cpu_truncates_each_range_as_the_eks_ami() -> None:
+    """The EKS AMI (bootstrap.sh get_cpu_millicores_to_reserve) and Karpenter
+    (kubeReservedResources) compute in millicores and truncate each range's share: 5 cores
+    reserve 60 + 10 + 10 + 1000 x 25 / 10000 = 82m (2.5 truncated to 2; not 83m), and a
+    capacity of 2500m (a user-written catalog) counts its half core: 60 + 10 + 500 x 50 /
+    10000 = 72m."""
+    five = InstanceShape("five.xlarge", 5, 16384, 4, 15)
+    assert allocatable(five).cpu_millis == 5000 - 82
+    half = NodeResources(cpu_millis=2500, memory_bytes=8 * GIB, pods=29, ephemeral_storage_bytes=0)
+    assert allocatable_from_capacity(half).cpu_millis == 2500 - 72
+
+
+def test_reserves_beyond_capacity_leave_zero_not_less_or_more() -> None:
+    """systemReserved above what the node has, or a root volume smaller than its reservations,
+    leave 0 of that resource (never negative, never a token amount)."""
+    kubelet = KubeletSettings(
+        system_reserved_cpu_millis=5000, system_reserved_memory_bytes=64 * GIB
+    )
+    result = allocatable(M5_LARGE, kubelet, root_volume_bytes=1 * GIB)
+    assert (result.cpu_millis, result.memory_bytes, result.ephemeral_storage_bytes) == (0, 0, 0)
+
+
+def test_an_odd_root_volume_size_gives_whole_bytes() -> None:
+    """nodefs eviction is a whole number of bytes (10 % of 20 GiB + 7 bytes, rounded down)."""
+    root = 20 * GIB + 7
+    result = allocatable(M5_LARGE, root_volume_bytes=root)
+    expected = root - (root * 10 // 100) - 1 * GIB
+    assert result.ephemeral_storage_bytes == expected
+    assert isinstance(result.ephemeral_storage_bytes, int)
