@@ -197,8 +197,11 @@ def repair_status(
         return "repair: healthy (no repair policy's condition holds)"
     if now < found.due:
         left = (found.due - now).total_seconds()
-        return f"repair: {found.describe(now)}; repaired in {format_seconds(left)}"
+        return f"repair: {found.describe(now)}; due in {format_seconds(left)}"
     pool = nodepool_health(snapshot, candidate.nodepool, now, policies)
     if not pool.is_healthy:
         return f"repair: {found.describe(now)}; {NODE_REPAIR_BLOCKED}: {pool.describe()}"
-    return f"repair: {found.describe(now)}; due now (replaced, drain bounded)"
+    return (
+        f"repair: {found.describe(now)}; due now (replaced first when the scheduler runs with "
+        "--node-repair, drain bounded)"
+    )

@@ -194,9 +194,9 @@ def test_repair_status_says_how_long_is_left_and_what_holds_it() -> None:
     sick = candidate("sick", "c4.xlarge", conditions=broken())
     assert repair_status(snapshot([sick]), healthy_nodes(1)[0], at(0)).startswith("repair: healthy")
     line = repair_status(snapshot([sick, *healthy_nodes(4)]), sick, at(600))
-    assert line == "repair: Ready Unknown for 10m (toleration 30m); repaired in 20m"
+    assert line == "repair: Ready Unknown for 10m (toleration 30m); due in 20m"
     due = repair_status(snapshot([sick, *healthy_nodes(4)]), sick, at(1800) + timedelta(seconds=5))
-    assert due.endswith("due now (replaced, drain bounded)")
+    assert "due now (replaced first when the scheduler runs with --node-repair" in due
     held = repair_status(snapshot([sick, *healthy_nodes(1)]), sick, at(1800))
     assert "NodeRepairBlocked: 1 of 2 nodes" not in held  # 1 of 2: ceil(0.4) = 1 allowed
     two_sick = [sick, candidate("s2", "c4.xlarge", conditions=broken())]
