@@ -41,12 +41,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from localcloud.ec2.app import ADMIN_PREFIX, CreateFleetCall
+    from localcloud.ec2.admin import ADMIN_PREFIX
+    from localcloud.ec2.app import CreateFleetCall
     from localcloud.ec2.capacity import PoolKey
     from localcloud.ec2.emulator import Ec2Emulator, eks_ami_name
 
 _MODULE_OF: dict[str, str] = {
-    "ADMIN_PREFIX": "app",
+    "ADMIN_PREFIX": "admin",
     "CreateFleetCall": "app",
     "PoolKey": "capacity",
     "Ec2Emulator": "emulator",

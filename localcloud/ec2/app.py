@@ -33,6 +33,7 @@ import structlog
 from werkzeug.datastructures import Headers, MultiDict
 from werkzeug.wrappers import Request, Response
 
+from localcloud.ec2.admin import ADMIN_PREFIX, AdminApi, json_response
 from localcloud.ec2.capacity import (
     CapacityPools,
     FaultInjector,
@@ -48,7 +49,6 @@ from localcloud.ec2.spot_prices import spot_price
 
 log = structlog.get_logger(__name__)
 
-ADMIN_PREFIX = "/_localcloud/"
 EC2_API_VERSION = "2016-11-15"
 DEFAULT_ACCOUNT_ID = "123456789012"
 SPOT_PRODUCT_DESCRIPTION = "Linux/UNIX"
@@ -146,10 +146,6 @@ def ec2_error_response(code: str, message: str, status: int) -> Response:
     return Response(body, status=status, content_type="text/xml")
 
 
-def _json_response(payload: Any, status: int = 200) -> Response:
-    return Response(json.dumps(payload), status=status, content_type="application/json")
-
-
 def _account_and_region(request: Request, default_region: str) -> tuple[str, str]:
     if "MOTO_ACCOUNT_ID" in os.environ:
         account = os.environ["MOTO_ACCOUNT_ID"]
@@ -209,6 +205,7 @@ class Ec2EmulatorApp:
     def __init__(self, moto_app: WsgiApp, state: EmulatorState) -> None:
         self._moto_app = moto_app
         self._state = state
+        self._admin = AdminApi(state)
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -526,7 +523,7 @@ class Ec2EmulatorApp:
 
     def _pricing(self, operation: str, body: bytes) -> Response:
         if operation != "GetProducts":
-            return _json_response(
+            return json_response(
                 {"__type": "InvalidParameterException", "Message": f"{operation} is not emulated"},
                 400,
             )
@@ -534,107 +531,10 @@ class Ec2EmulatorApp:
             payload = json.loads(body or b"{}")
             result = get_products(payload)
         except (ValueError, KeyError) as error:
-            return _json_response(
+            return json_response(
                 {"__type": "InvalidParameterException", "Message": str(error)}, 400
             )
         return Response(json.dumps(result), status=200, content_type="application/x-amz-json-1.1")
-
-    def _admin(self, request: Request) -> Response:
-        path = request.path[len(ADMIN_PREFIX) :].strip("/")
-        try:
-            return self._admin_route(path, request)
-        except (ValueError, KeyError, TypeError) as error:
-            return _json_response({"error": f"{type(error).__name__}: {error}"}, 400)
-
-    def _admin_route(self, path: str, request: Request) -> Response:
-        routes: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
-            ("GET", "health"): self._admin_health,
-            ("POST", "capacity"): self._admin_set_capacity,
-            ("GET", "capacity"): self._admin_capacity,
-            ("DELETE", "capacity"): lambda _: self._state.pools.reset(),
-            ("POST", "faults"): self._admin_inject_fault,
-            ("GET", "faults"): self._admin_faults,
-            ("DELETE", "faults"): lambda _: self._clear_faults(),
-            ("POST", "fleet-answers"): self._admin_inject_fleet_answer,
-            ("POST", "interrupt"): self._admin_interrupt,
-            ("GET", "create-fleet-calls"): lambda _: [
-                call.to_json() for call in self._state.create_fleet_calls()
-            ],
-            ("DELETE", "create-fleet-calls"): lambda _: self._state.clear_create_fleet_calls(),
-        }
-        handler = routes.get((request.method, path))
-        if handler is None:
-            return _json_response(
-                {"error": f"no admin route {request.method} {ADMIN_PREFIX}{path}"}, 404
-            )
-        payload = request.get_json(silent=True) if request.method == "POST" else None
-        if request.method == "POST" and not isinstance(payload, dict):
-            raise ValueError(f"POST {ADMIN_PREFIX}{path} needs a JSON object body")
-        result = handler(payload or {})
-        return _json_response({"ok": True} if result is None else result)
-
-    def _admin_health(self, _: dict[str, Any]) -> dict[str, Any]:
-        state = self._state
-        return {
-            "ready": True,
-            "endpoint_url": state.endpoint_url,
-            "region": state.region,
-            "cluster_name": state.cluster_name,
-            "interruption_queue_url": state.interruption_queue_url,
-        }
-
-    def _admin_set_capacity(self, payload: dict[str, Any]) -> None:
-        pool = PoolKey(
-            str(payload["instance_type"]), str(payload["zone"]), str(payload["capacity_type"])
-        )
-        self._state.pools.set(
-            pool,
-            available=bool(payload["available"]),
-            error_code=str(payload.get("error_code") or "InsufficientInstanceCapacity"),
-        )
-
-    def _admin_capacity(self, _: dict[str, Any]) -> dict[str, Any]:
-        unavailable = self._state.pools.unavailable().items()
-        return {
-            "unavailable": [{**pool.to_json(), "error_code": code} for pool, code in unavailable]
-        }
-
-    def _admin_inject_fault(self, payload: dict[str, Any]) -> None:
-        self._state.faults.inject(
-            action=str(payload["action"]),
-            error_code=str(payload["error_code"]),
-            count=int(payload.get("count", 1)),
-            http_status=int(payload["http_status"]) if "http_status" in payload else None,
-            message=payload.get("message"),
-        )
-
-    def _admin_faults(self, _: dict[str, Any]) -> dict[str, Any]:
-        pending = self._state.faults.pending()
-        answers = self._state.fleet_answers.pending()
-        return {
-            "pending": [
-                {"action": f.action, "error_code": f.error_code, "remaining": n} for f, n in pending
-            ],
-            "fleet_answers": [
-                {"kind": a.kind, "error_code": a.error_code, "remaining": n} for a, n in answers
-            ],
-        }
-
-    def _admin_inject_fleet_answer(self, payload: dict[str, Any]) -> None:
-        self._state.fleet_answers.inject(
-            kind=str(payload["kind"]),
-            count=int(payload.get("count", 1)),
-            error_code=str(payload["error_code"]) if "error_code" in payload else None,
-        )
-
-    def _clear_faults(self) -> None:
-        self._state.faults.reset()
-        self._state.fleet_answers.reset()
-
-    def _admin_interrupt(self, payload: dict[str, Any]) -> dict[str, Any]:
-        if self._state.send_event is None:
-            raise ValueError("the emulator cannot send events before it has started")
-        return self._state.send_event(payload)
 
 
 def fleet_context_for_region(region: str) -> FleetContext:
