@@ -15,9 +15,11 @@ is a `Status` object. Reads are answered as their `Accept` header asks (`represe
 a meta.k8s.io/v1 Table, PartialObjectMetadata or YAML.
 Lists honour `limit`/`continue` as kube-apiserver does: a page of at most `limit` items in
 (namespace, name) order, `metadata.continue` and `remainingItemCount` while more follow, every
-page reporting the first page's resourceVersion (a watch from it replays whatever changed while
-the pages were read; later pages show the objects as they are when read, not a snapshot); a
-token from before a compaction is 410 Expired, a malformed one 400. `/openapi/v2` and
+page reporting the first page's resourceVersion; later pages show the objects as they were at
+that version (one snapshot, rebuilt from the retained change log), and a watch from it replays
+whatever changed since. A token from before a compaction is 410 Expired, a malformed one 400.
+`resourceVersion` with `resourceVersionMatch` (Exact: that snapshot; NotOlderThan: now; a version
+not yet reached: 504) is honoured as kube-apiserver does. `/openapi/v2` and
 `/openapi/v3` answer 404, and kubectl then falls back to its compiled-in types.
 
 Server-side apply (`kubectl apply --server-side`) is approximated: create when absent, else a
@@ -131,6 +133,38 @@ class _Page:
             metadata["continue"] = _encode_continue(self.resource_version, self.next_after)
             metadata["remainingItemCount"] = self.remaining
         return metadata
+
+
+def _list_snapshot(query: Mapping[str, str], current_rv: int) -> int | None:
+    """The resourceVersion a list must show the objects at (None: as they are now).
+
+    A continue token's: its pages are one consistent snapshot. `resourceVersion=N` with
+    `resourceVersionMatch=Exact`: N. With `NotOlderThan` (the default for N > 0), now, unless
+    N is newer than this server has reached (504 Too large resource version). The apiserver's
+    400s for the combinations it refuses."""
+    token = query.get("continue", "")
+    version = query.get("resourceVersion", "")
+    match = query.get("resourceVersionMatch", "")
+    if token:
+        if version not in ("", "0") or match:
+            raise BadRequest("specifying resource version is not allowed when using continue")
+        return _decode_continue(token)[0]
+    if match and not version:
+        raise BadRequest("resourceVersionMatch is forbidden unless resourceVersion is provided")
+    if match not in ("", "Exact", "NotOlderThan"):
+        raise BadRequest(
+            f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", '
+            '"NotOlderThan"'
+        )
+    if not version:
+        return None
+    requested = _int(version, "resourceVersion") or 0
+    if match == "Exact":
+        if requested == 0:
+            raise BadRequest('resourceVersionMatch "Exact" is forbidden for resourceVersion "0"')
+        return requested
+    # NotOlderThan: the current state serves any version already reached
+    return requested if requested > current_rv else None
 
 
 def _encode_continue(resource_version: int, after: tuple[str, str]) -> str:
@@ -462,6 +496,9 @@ class KubeApi:
     ) -> web.Response:
         query = request.query
         representation = _representation(request)
+        snapshot = _list_snapshot(query, self.store.resource_version)
+        if query.get("continue") and snapshot is not None:
+            self.store.require_retained(rt, snapshot)
         # copy=False: the HTTP layer only serialises the stored objects
         listed = await self.store.list(
             rt,
@@ -469,11 +506,9 @@ class KubeApi:
             query.get("labelSelector", ""),
             query.get("fieldSelector", ""),
             copy=False,
+            at_resource_version=snapshot,
         )
-        items, rv = listed.items, listed.resource_version
-        page = _Page.of(query, items, rv)
-        if page.token_resource_version is not None:
-            self.store.require_retained(rt, page.token_resource_version)
+        page = _Page.of(query, listed.items, listed.resource_version)
         metadata = page.metadata()
         if representation is Representation.TABLE:
             table = self._table(request, rt, page.items, metadata["resourceVersion"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import partial
 
 from localcloud.kube.errors import BadRequest, Gone, NotFound, Timeout, not_found
@@ -138,16 +138,50 @@ class ObjectStorage:
         field_selector: str = "",
         *,
         copy: bool = True,
+        at_resource_version: int | None = None,
     ) -> ObjectList:
         rt = self.resource(resource)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
         rt.check_field_labels(fields.labels)
-        return ObjectList(self._select(rt, namespace, labels, fields, copy=copy), self._rv)
+        if at_resource_version is None:
+            objects, version = self._bucket(rt).objects, self._rv
+        else:
+            objects, version = self._objects_at(rt, at_resource_version), at_resource_version
+        return ObjectList(self._select(rt, objects, namespace, labels, fields, copy=copy), version)
+
+    def _objects_at(
+        self, rt: ResourceType, resource_version: int
+    ) -> dict[tuple[str, str], JsonObject]:
+        """The objects of `rt` as they were at `resource_version`: today's, with every later
+        change undone from the retained log (Gone when it no longer reaches back that far;
+        Timeout for a version this store has not reached)."""
+        if resource_version > self._rv:
+            raise Timeout(
+                f"Too large resource version: {resource_version}, current: {self._rv}",
+                causes=[
+                    {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+                ],
+            )
+        bucket = self._bucket(rt)
+        if resource_version < bucket.floor_rv:
+            raise Gone(f"too old resource version: {resource_version} ({bucket.floor_rv + 1})")
+        objects = dict(bucket.objects)
+        for event in reversed(bucket.log):
+            if event.resource_version <= resource_version:
+                break
+            meta = event.object["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            if event.type == ADDED:
+                objects.pop(key, None)
+            else:
+                objects[key] = event.previous if event.previous is not None else event.object
+        return objects
 
     def _select(
         self,
         rt: ResourceType,
+        objects: Mapping[tuple[str, str], JsonObject],
         namespace: str | None,
         labels: LabelSelector,
         fields: FieldSelector,
@@ -155,7 +189,7 @@ class ObjectStorage:
         copy: bool,
     ) -> builtins.list[JsonObject]:
         items = []
-        for (ns, _), stored in self._bucket(rt).objects.items():
+        for (ns, _), stored in objects.items():
             if namespace and rt.namespaced and ns != namespace:
                 continue
             obj = stored if rt.from_storage is None else rt.from_storage(stored)
@@ -193,7 +227,7 @@ class ObjectStorage:
             since = self._rv
             initial = [
                 WatchEvent(ADDED, obj, int(obj["metadata"]["resourceVersion"]))
-                for obj in self._select(rt, namespace, labels, fields, copy=False)
+                for obj in self._select(rt, bucket.objects, namespace, labels, fields, copy=False)
             ]
         elif since < bucket.floor_rv:
             raise Gone(f"too old resource version: {since} ({bucket.floor_rv + 1})")

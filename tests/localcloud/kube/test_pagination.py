@@ -48,24 +48,30 @@ async def test_pages_follow_continue_to_the_end_in_order(
     assert len(versions) == 1
 
 
-async def test_an_object_written_between_pages_is_not_lost(
+async def test_later_pages_are_the_first_pages_snapshot_and_the_watch_replays_the_rest(
     kube: KubeApiServer, k8s: client.ApiClient
 ) -> None:
-    """A pod created after the first page, sorting after it, is on a later page; and a watch
-    from the list's version replays the creation (the list-then-watch contract holds)."""
-    await make_pods(kube, ["a", "b", "c"])
+    """Pages of one list are one consistent snapshot, as etcd serves them to kube-apiserver: a
+    pod created, one changed and one deleted after the first page do not show on the next. A
+    watch from the list's version replays the creation, so nothing is lost."""
+    await make_pods(kube, ["a", "b", "c", "d"])
     core = client.CoreV1Api(k8s)
     first = await core.list_namespaced_pod("default", limit=2)
     await make_pods(kube, ["bb"])
-    second = await core.list_namespaced_pod("default", limit=2, _continue=first.metadata._continue)
-    assert [p.metadata.name for p in second.items] == ["bb", "c"]
+    await kube.store.patch(
+        "pods", "c", {"metadata": {"labels": {"later": "yes"}}}, namespace="default"
+    )
+    await kube.store.delete("pods", "d", "default", grace_period_seconds=0)
+    second = await core.list_namespaced_pod("default", limit=5, _continue=first.metadata._continue)
+    assert [p.metadata.name for p in second.items] == ["c", "d"]
+    assert "later" not in (second.items[0].metadata.labels or {})
     assert second.metadata.resource_version == first.metadata.resource_version
     watcher = kube.store.watch("pods", "default", since_rv=first.metadata.resource_version)
     try:
         replayed = [(e.type, e.object["metadata"]["name"]) for e in watcher.take()]
     finally:
         watcher.close()
-    assert replayed == [("ADDED", "bb")]
+    assert replayed[0] == ("ADDED", "bb")
 
 
 async def test_a_continue_token_from_before_a_compaction_is_410_expired(
@@ -109,3 +115,63 @@ async def test_kubectl_reads_a_list_in_chunks(kube: KubeApiServer, kubectl: Kube
     assert result.stdout.split() == [f"pod/p{i}" for i in range(5)]
     table = await kubectl("get", "pods", "--chunk-size=2", "--no-headers")
     assert [line.split()[0] for line in table.stdout.splitlines()] == [f"p{i}" for i in range(5)]
+
+
+async def _get(kube: KubeApiServer, query: str) -> tuple[int, dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    async with (
+        aiohttp.ClientSession(headers=headers) as session,
+        session.get(f"{kube.url}/api/v1/namespaces/default/pods?{query}", ssl=False) as response,
+    ):
+        body: dict[str, Any] = await response.json()
+        return response.status, body
+
+
+async def test_resource_version_match_exact_lists_the_objects_as_they_were(
+    kube: KubeApiServer,
+) -> None:
+    """`resourceVersionMatch=Exact` shows the collection at that version: a pod added since is
+    absent and a changed one shows its old labels; the list reports that version."""
+    await make_pods(kube, ["a"])
+    _, before = await _get(kube, "")
+    version = before["metadata"]["resourceVersion"]
+    await make_pods(kube, ["b"])
+    await kube.store.patch("pods", "a", {"metadata": {"labels": {"x": "1"}}}, namespace="default")
+
+    status, exact = await _get(kube, f"resourceVersion={version}&resourceVersionMatch=Exact")
+
+    assert status == 200
+    assert [p["metadata"]["name"] for p in exact["items"]] == ["a"]
+    assert "labels" not in exact["items"][0]["metadata"]
+    assert exact["metadata"]["resourceVersion"] == version
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "reason"),
+    [
+        ("resourceVersion=999999", 504, "Timeout"),
+        ("resourceVersion=999999&resourceVersionMatch=Exact", 504, "Timeout"),
+        ("resourceVersionMatch=Exact", 400, "BadRequest"),
+        ("resourceVersion=0&resourceVersionMatch=Exact", 400, "BadRequest"),
+        ("resourceVersion=1&resourceVersionMatch=Newest", 400, "BadRequest"),
+    ],
+)
+async def test_resource_versions_the_apiserver_refuses(
+    kube: KubeApiServer, query: str, code: int, reason: str
+) -> None:
+    """A version the server has not reached is 504 "Too large resource version"; a match
+    without a version, Exact with 0 and an unknown match are 400s."""
+    status, body = await _get(kube, query)
+
+    assert (status, body["reason"]) == (code, reason)
+
+
+async def test_a_version_already_reached_lists_the_current_objects(kube: KubeApiServer) -> None:
+    """NotOlderThan (the default for a version > 0) serves the newest state."""
+    await make_pods(kube, ["a"])
+    _, first = await _get(kube, "")
+    await make_pods(kube, ["b"])
+
+    _, later = await _get(kube, f"resourceVersion={first['metadata']['resourceVersion']}")
+
+    assert [p["metadata"]["name"] for p in later["items"]] == ["a", "b"]
