@@ -29,6 +29,9 @@ Another process: ``python -m localcloud.ec2 --port N [--region R] [--cluster-nam
 - ``POST /_localcloud/interrupt`` ``{"instance_id", "kind"?: "spot-interruption" |
   "rebalance-recommendation" | "state-change", "state"?, "queue_url"?, "terminate"?}``
   → ``{"message_id"}``
+- ``POST /_localcloud/impair`` ``{"instance_id", "impaired"?: true}``: fail (or pass again) the
+  instance's status checks (DescribeInstanceStatus `impaired`; localcloud's kubelet on it
+  stops posting node status)
 - ``GET /_localcloud/create-fleet-calls`` (``CreateFleetCall.to_json()`` each); ``DELETE``
   clears them
 """

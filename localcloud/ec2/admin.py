@@ -1,6 +1,6 @@
 """The emulator's admin API under `/_localcloud/`: capacity pools, injected faults and
-CreateFleet answers, interruption messages, and the recorded CreateFleet calls (JSON in and
-out; a bad body is a 400 naming the problem)."""
+CreateFleet answers, interruption messages, impaired instances, and the recorded CreateFleet
+calls (JSON in and out; a bad body is a 400 naming the problem)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ class AdminApi:
             ("DELETE", "faults"): lambda _: self._clear_faults(),
             ("POST", "fleet-answers"): self._admin_inject_fleet_answer,
             ("POST", "interrupt"): self._admin_interrupt,
+            ("POST", "impair"): self._admin_impair,
             ("GET", "create-fleet-calls"): lambda _: [
                 call.to_json() for call in self._state.create_fleet_calls()
             ],
@@ -119,6 +120,11 @@ class AdminApi:
     def _clear_faults(self) -> None:
         self._state.faults.reset()
         self._state.fleet_answers.reset()
+
+    def _admin_impair(self, payload: dict[str, Any]) -> None:
+        if self._state.impair is None:
+            raise ValueError("the emulator cannot impair instances before it has started")
+        self._state.impair(payload)
 
     def _admin_interrupt(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self._state.send_event is None:

@@ -108,6 +108,8 @@ class EmulatorState:
     endpoint_url: str = ""
     interruption_queue_url: str = ""
     send_event: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    # Fails (or passes again) an instance's status checks (`Ec2Emulator.impair_instance`).
+    impair: Callable[[Mapping[str, Any]], None] | None = None
     # Called with the ids of instances a successful TerminateInstances terminated.
     on_instances_terminated: Callable[[list[str]], None] | None = None
     _calls_lock: threading.Lock = field(default_factory=threading.Lock)

@@ -83,6 +83,9 @@ class Ec2Emulator:
         )
         self._state.fast_describe_instances = fast_describe_instances
         self._state.send_event = self._send_event_from_admin
+        self._state.impair = lambda payload: self.impair_instance(
+            str(payload["instance_id"]), impaired=bool(payload.get("impaired", True))
+        )
         if emit_state_changes:
             self._state.on_instances_terminated = self._notify_terminated
         self._server: BaseWSGIServer | None = None

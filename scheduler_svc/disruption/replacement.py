@@ -82,6 +82,18 @@ class ReplacementSettings:
     replacement_timeout_seconds: float = 600.0
 
 
+def _statuses(node: KubeObject | None) -> tuple[tuple[str, str], ...] | None:
+    """A Node's (condition type, status) pairs; None when absent."""
+    if node is None:
+        return None
+    conditions = (node.get("status") or {}).get("conditions")
+    return tuple(
+        (str(c.get("type")), str(c.get("status")))
+        for c in (conditions if isinstance(conditions, list) else [])
+        if isinstance(c, dict)
+    )
+
+
 async def _no_instance_types() -> tuple[InstanceType, ...]:
     return ()
 
@@ -118,9 +130,24 @@ class ReplacementController:
         self.passes = 0
 
     def on_change(self, change: Change) -> None:
-        """Mirror listener: node, claim and NodePool changes wake a pass."""
-        if change.resource in _WATCHED:
-            self._wake.set()
+        """Mirror listener: claim and NodePool changes wake a pass, and Node changes that move
+        a condition's status (not the kubelets' heartbeats, every 10 s per node)."""
+        if change.resource not in _WATCHED:
+            return
+        if change.resource is NODES and _statuses(change.old) == _statuses(change.new):
+            return
+        self._wake.set()
+
+    def _has_work(self) -> bool:
+        """Whether a pass can decide anything: node repair on, or a NodePool that replaces on
+        rebalance recommendations (else the snapshot is not worth building)."""
+        if self.settings.node_repair:
+            return True
+        return any(
+            ((pool.get("spec") or {}).get("disruption") or {}).get("rebalanceRecommendationPolicy")
+            == "Replace"
+            for pool in self._mirror.objects(NODE_POOLS).values()
+        )
 
     async def run(self) -> NoReturn:
         """Pass after pass until cancelled (its replacements with it); a failed pass is
@@ -161,6 +188,8 @@ class ReplacementController:
     async def replace_once(self) -> list[DisruptionDecision]:
         """One pass; returns the decisions whose replacement started."""
         self.passes += 1
+        if not self._has_work():
+            return []
         snapshot = await self.snapshot()
         now = self._clock()
         plans = [plan_rebalance(snapshot, now, catalogs=self.catalogs)]

@@ -182,3 +182,24 @@ def test_module_entry_point_prints_ready_and_serves_ec2(
     assert health["interruption_queue_url"].endswith("/bench-interruption")
     process.terminate()
     assert process.wait(timeout=10) == 0
+
+
+def test_admin_impair_fails_an_instance_s_status_checks(
+    emulator: Ec2Emulator, ec2: EC2Client
+) -> None:
+    """POST impair makes DescribeInstanceStatus say impaired (reachability failed); impaired
+    false passes the checks again."""
+    instance_id = ec2.run_instances(
+        ImageId=emulator.image_ids["x86_64"], InstanceType="m5.large", MinCount=1, MaxCount=1
+    )["Instances"][0]["InstanceId"]
+
+    def statuses() -> tuple[str, str]:
+        [status] = ec2.describe_instance_status(InstanceIds=[instance_id])["InstanceStatuses"]
+        return status["InstanceStatus"]["Status"], status["SystemStatus"]["Status"]
+
+    assert statuses() == ("ok", "ok")
+    admin(emulator.endpoint_url, "POST", "impair", {"instance_id": instance_id})
+    assert statuses() == ("impaired", "impaired")
+    admin(emulator.endpoint_url, "POST", "impair", {"instance_id": instance_id, "impaired": False})
+    assert statuses() == ("ok", "ok")
+    ec2.terminate_instances(InstanceIds=[instance_id])
