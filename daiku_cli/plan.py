@@ -34,6 +34,7 @@ import yaml
 
 from actuator_svc.core.allocatable import NodeResources, allocatable_from_capacity
 from daiku_cli import exit_codes
+from daiku_cli.headroom_plan import headroom_lines, plan_headroom
 from daiku_cli.main import DaikuCommand, app
 from daiku_cli.static_plan import plan_static, with_static_claims
 from scheduler_svc.core import (
@@ -47,6 +48,7 @@ from scheduler_svc.core import (
     explain_pod,
     solve,
 )
+from scheduler_svc.core.headroom import CapacityBuffer
 from scheduler_svc.core.overlay import NodeOverlay, apply_overlays
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.convert import (
@@ -56,6 +58,7 @@ from scheduler_svc.kube.convert import (
 )
 from scheduler_svc.kube.events import ObjectEvent
 from scheduler_svc.kube.resources import (
+    CAPACITY_BUFFERS,
     DAEMON_SETS,
     NAMESPACES,
     NODE_CLAIMS,
@@ -72,6 +75,7 @@ from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
 
 NODEPOOL_API_VERSIONS = {"daiku.dev/v1", "karpenter.sh/v1"}
 NODEOVERLAY_API_VERSIONS = {"daiku.dev/v1alpha1", "karpenter.sh/v1alpha1"}
+CAPACITYBUFFER_API_VERSIONS = {"daiku.dev/v1alpha1"}
 WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Job"}
 # Kinds plan reads, by the mirror resource they go to (the live scheduler's watches).
 MIRRORED_KINDS: dict[str, Resource] = {
@@ -80,6 +84,7 @@ MIRRORED_KINDS: dict[str, Resource] = {
     "NodePool": NODE_POOLS,
     "NodeClaim": NODE_CLAIMS,
     "NodeOverlay": NODE_OVERLAYS,
+    "CapacityBuffer": CAPACITY_BUFFERS,
     "DaemonSet": DAEMON_SETS,
     "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIMS,
     "PersistentVolume": PERSISTENT_VOLUMES,
@@ -90,6 +95,7 @@ CLUSTER_SCOPED_KINDS = {
     "NodePool",
     "NodeClaim",
     "NodeOverlay",
+    "CapacityBuffer",
     "PersistentVolume",
     "RuntimeClass",
     "Namespace",
@@ -205,7 +211,11 @@ def read_manifests(paths: list[str]) -> Manifests:
         where = f"{source}: {kind} {display}"
         if not name or not isinstance(name, str):
             raise PlanInputError(f"{where}: field metadata.name: required")
-        versions = {"NodePool": NODEPOOL_API_VERSIONS, "NodeOverlay": NODEOVERLAY_API_VERSIONS}
+        versions = {
+            "NodePool": NODEPOOL_API_VERSIONS,
+            "NodeOverlay": NODEOVERLAY_API_VERSIONS,
+            "CapacityBuffer": CAPACITYBUFFER_API_VERSIONS,
+        }
         if kind in versions and obj.get("apiVersion") not in versions[kind]:
             raise PlanInputError(
                 f"{where}: field apiVersion: {obj.get('apiVersion')!r} is not one of "
@@ -556,6 +566,7 @@ def _table(document: dict[str, Any]) -> str:
     unschedulable = document["unschedulable"]
     lines.append(f"Unschedulable pods: {len(unschedulable)}")
     lines += [f"  {u['pod']}: {u['reason']}" for u in unschedulable]
+    lines += headroom_lines(document.get("headroom", []))
     lines.append(f"Total hourly cost: ${document['totalHourlyCost']:.4f}")
     lines.append(f"Solve time: {document['solveSeconds']:.3f}s")
     return "\n".join(lines)
@@ -582,6 +593,7 @@ class PlanInput:
     problem: SchedulingInput
     base_catalog: tuple[InstanceType, ...]
     overlays: tuple[NodeOverlay, ...]
+    buffers: tuple[CapacityBuffer, ...] = ()
 
 
 def read_plan_input(files: list[str], catalog: str | None) -> PlanInput:
@@ -596,7 +608,7 @@ def read_plan_input(files: list[str], catalog: str | None) -> PlanInput:
         daemonsets=snapshot.daemonsets,
         namespaces=snapshot.namespaces,
     )
-    return PlanInput(problem, base, snapshot.overlays)
+    return PlanInput(problem, base, snapshot.overlays, snapshot.buffers)
 
 
 def _explain(planned: PlanInput, result: SchedulingResult, pod: str) -> str:
@@ -677,12 +689,16 @@ def plan(
         raise typer.Exit(exit_codes.BAD_INPUT) from None
     started = time.perf_counter()
     result = with_static_claims(solve(problem), static)
+    result, headroom = plan_headroom(problem, result, planned.buffers)
     solve_seconds = time.perf_counter() - started
     for note in static.notes:
         typer.echo(f"note: {note}", err=True)
     if explain is not None:
         typer.echo(_explain(planned, result, explain))
     else:
-        typer.echo(_RENDER[output](plan_document(result, solve_seconds)))
+        document = plan_document(result, solve_seconds)
+        if headroom:
+            document["headroom"] = headroom
+        typer.echo(_RENDER[output](document))
     if result.unschedulable and not allow_unschedulable:
         raise typer.Exit(exit_codes.INCOMPLETE)

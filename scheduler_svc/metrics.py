@@ -27,6 +27,18 @@ class SchedulerMetrics:
             buckets=_SCHEDULING_BUCKETS,
             registry=self.registry,
         )
+        self.headroom_pods = Gauge(
+            "daiku_scheduler_headroom_pods",
+            "Units of room each CapacityBuffer wants (virtual pods in the last round).",
+            ["capacitybuffer", "nodepool"],
+            registry=self.registry,
+        )
+        self.headroom_unplaced_pods = Gauge(
+            "daiku_scheduler_headroom_unplaced_pods",
+            "Virtual pods of each CapacityBuffer the last round could not place (limits, no type).",
+            ["capacitybuffer"],
+            registry=self.registry,
+        )
         self.batch_window_seconds = Histogram(
             "daiku_scheduler_batch_window_seconds",
             "How long each batch window stayed open.",

@@ -133,6 +133,9 @@ class SchedulerService:
         return None if self._actuator_probe is None else self._actuator_probe.reason
 
     def _has_provisionable_pods(self) -> bool:
+        # CapacityBuffers count as pods that always wait: their room is checked every recheck.
+        if self.provisioner is not None and self.provisioner.has_headroom():
+            return True
         return any(is_provisionable_pod(pod) for pod in self.mirror.pending_pods())
 
     def _on_change(self, change: Change) -> None:

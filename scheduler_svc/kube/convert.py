@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from scheduler_svc.core.headroom import CapacityBuffer
 from scheduler_svc.core.model import (
     HostPort,
     InitContainer,
@@ -827,4 +828,43 @@ def node_overlay_from_k8s(obj: KubeObject) -> NodeOverlay:
         price_adjustment=adjustment,
         capacity=tuple(sorted(capacity.items())),
         weight=weight,
+    )
+
+
+# -- CapacityBuffers ----------------------------------------------------------------------------
+
+
+def capacity_buffer_from_k8s(obj: KubeObject) -> CapacityBuffer:
+    """A CapacityBuffer (``daiku.dev/v1alpha1``): exactly one of replicas and percentage."""
+    reader = _Reader(obj, "CapacityBuffer")
+    spec = reader.mapping(obj.get("spec"), "spec")
+    pool_ref = reader.mapping(spec.get("nodePoolRef"), "spec.nodePoolRef")
+    nodepool = reader.required_text(pool_ref.get("name"), "spec.nodePoolRef.name")
+    requests = reader.resources(spec.get("requests"), "spec.requests")
+    if not any(requests.values()):
+        raise reader.error("spec.requests", "required: the shape of one unit of room")
+    replicas = spec.get("replicas")
+    percentage = spec.get("percentage")
+    if (replicas is None) == (percentage is None):
+        raise reader.error(
+            "spec", "set exactly one of 'replicas' or 'percentage' (of the NodePool's requests)"
+        )
+    if replicas is not None:
+        replicas = reader.integer(replicas, "spec.replicas")
+        if replicas < 0:
+            raise reader.error("spec.replicas", f"headroom cannot be negative, got {replicas}")
+    if percentage is not None:
+        percentage = reader.integer(percentage, "spec.percentage")
+        if percentage < 0:
+            raise reader.error("spec.percentage", f"headroom cannot be negative, got {percentage}")
+    limits = spec.get("limits")
+    return CapacityBuffer(
+        name=reader.name,
+        nodepool=nodepool,
+        requests=Resources.from_mapping(requests),
+        replicas=replicas,
+        percentage=percentage,
+        limits=None
+        if limits is None
+        else Resources.from_mapping(reader.resources(limits, "spec.limits")),
     )

@@ -63,6 +63,9 @@ NODE_POOLS = Resource(DAIKU_GROUP, "v1", "nodepools", "NodePool", namespaced=Fal
 NODE_CLAIMS = Resource(DAIKU_GROUP, "v1", "nodeclaims", "NodeClaim", namespaced=False)
 EC2_NODE_CLASSES = Resource(DAIKU_GROUP, "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False)
 NODE_OVERLAYS = Resource(DAIKU_GROUP, "v1alpha1", "nodeoverlays", "NodeOverlay", namespaced=False)
+CAPACITY_BUFFERS = Resource(
+    DAIKU_GROUP, "v1alpha1", "capacitybuffers", "CapacityBuffer", namespaced=False
+)
 
 
 def object_key(obj: KubeObject) -> str:

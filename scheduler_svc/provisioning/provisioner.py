@@ -25,6 +25,7 @@ RESOURCE_EXHAUSTED from a launch deletes the claim and marks its offerings: the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from scheduler_svc.errors import (
     InvalidObjectError,
 )
 from scheduler_svc.kube.resources import (
+    CAPACITY_BUFFERS,
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
     NODE_OVERLAYS,
@@ -60,6 +62,7 @@ from scheduler_svc.nodeclass.readiness import first_unresolved
 from scheduler_svc.provisioning.batcher import Batcher, BatchWindow
 from scheduler_svc.provisioning.catalog import CatalogKey, InstanceTypeCatalog
 from scheduler_svc.provisioning.creator import NodeClaimCreator
+from scheduler_svc.provisioning.headroom import headroom_pods, is_headroom
 from scheduler_svc.provisioning.launch import LaunchOutcome, LaunchResult
 from scheduler_svc.provisioning.pod_events import PodEvents
 from scheduler_svc.provisioning.pool_validation import PoolValidator, ValidPool
@@ -90,6 +93,7 @@ class RoundResult:
     # The actuator could not list instance types: the round must be tried again, since no pod
     # change will come to trigger it.
     catalog_unavailable: bool = False
+    headroom_pods: int = 0  # CapacityBuffers' virtual pods solved after the real ones
     first_launch_sent_at: float | None = None  # loop time
     last_launch_sent_at: float | None = None
 
@@ -150,6 +154,12 @@ class Provisioner:
                     self.batcher.trigger()
             elif new is not None and old is not None:
                 self._events.observe_binding(old, new)
+                if self.has_headroom() and (new.get("spec") or {}).get("nodeName") != (
+                    old.get("spec") or {}
+                ).get("nodeName"):
+                    self.batcher.trigger()  # a pod took room: the buffers may need more
+        elif resource == CAPACITY_BUFFERS:
+            self.batcher.trigger()
         elif resource == NODE_CLAIMS:
             if change.type == "DELETED":
                 self.batcher.trigger()
@@ -218,6 +228,8 @@ class Provisioner:
         result.pending_pods = len(snapshot.pending_pods)
         pools = await self._validator.valid_pools(snapshot.nodepools, snapshot.invalid, result)
         if not snapshot.pending_pods:
+            if snapshot.buffers:
+                await self._headroom(pools, result)
             return result
         result.timings["validate"] = self._clock() - started - result.timings["snapshot"]
         plans, placements, unschedulable = await self._solve(snapshot, pools, result)
@@ -241,7 +253,44 @@ class Provisioner:
         await self._catch_up(launched, result)
         self._nominate(result)
         self._events.send(result, placements)
+        if snapshot.buffers:
+            await self._headroom(pools, result)
         return result
+
+    async def _headroom(self, pools: list[ValidPool], result: RoundResult) -> None:
+        """Provision the CapacityBuffers' room after the real pods (scheduler_svc.core.headroom):
+        a fresh snapshot holds the claims this round wrote, the virtual pods are solved with
+        the real pending pods, and only claims holding nothing but virtual pods are launched,
+        so room never takes a real pod's place."""
+        snapshot = self._snapshotter.snapshot(pod_filter=is_provisionable_pod)
+        pending = headroom_pods(snapshot, pools, self._metrics)
+        if not pending:
+            return
+        ahead = dataclasses.replace(snapshot, pending_pods=(*snapshot.pending_pods, *pending))
+        plans, _, unschedulable = await self._solve(ahead, pools, result)
+        unplaced: dict[str, int] = {}
+        for key in unschedulable:
+            if is_headroom(key):
+                name = key.split("/", 1)[1].rsplit("-", 1)[0]
+                unplaced[name] = unplaced.get(name, 0) + 1
+        for buffer in snapshot.buffers:
+            self._metrics.headroom_unplaced_pods.labels(capacitybuffer=buffer.name).set(
+                unplaced.get(buffer.name, 0)
+            )
+        room = [p for p in plans if p.pods and all(is_headroom(k) for k in p.pods)]
+        result.headroom_pods = len(pending)
+        if not room:
+            return
+        log.info("headroom_claims", new_claims=len(room), virtual_pods=len(pending))
+        launched = await self._create_and_launch(room, {p.model.name: p for p in pools}, result)
+        await self._catch_up(launched, result)
+        self._nominate(result)
+
+    def has_headroom(self) -> bool:
+        """Whether any CapacityBuffer exists (rounds then run without pending pods too)."""
+        return CAPACITY_BUFFERS in self._mirror.resources and bool(
+            self._mirror.objects(CAPACITY_BUFFERS)
+        )
 
     def _nominate(self, result: RoundResult) -> None:
         """Record the launched claims' planned pods (existing nodes' are recorded at solve)."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler_svc.kube.events import EventType, ObjectEvent, Sleep, Synced, WatchEvent
 from scheduler_svc.kube.resources import (
+    CAPACITY_BUFFERS,
     DAEMON_SETS,
     EC2_NODE_CLASSES,
     NAMESPACES,
@@ -62,6 +63,7 @@ MIRRORED_RESOURCES: tuple[Resource, ...] = (
     NODE_CLAIMS,
     EC2_NODE_CLASSES,
     NODE_OVERLAYS,
+    CAPACITY_BUFFERS,
     DAEMON_SETS,
     POD_DISRUPTION_BUDGETS,
     PERSISTENT_VOLUME_CLAIMS,

@@ -27,11 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from scheduler_svc.core.headroom import CapacityBuffer
 from scheduler_svc.core.model import Node, NodePool, Pod, Resources
 from scheduler_svc.core.overlay import NodeOverlay
 from scheduler_svc.core.requirements import LABEL_KARPENTER_NODEPOOL, LABEL_NODEPOOL
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.convert import (
+    capacity_buffer_from_k8s,
     daemonset_pod_from_k8s,
     namespace_labels_from_k8s,
     node_from_k8s,
@@ -42,6 +44,7 @@ from scheduler_svc.kube.convert import (
     volume_zones_of,
 )
 from scheduler_svc.kube.resources import (
+    CAPACITY_BUFFERS,
     DAEMON_SETS,
     NAMESPACES,
     NODE_CLAIMS,
@@ -88,6 +91,7 @@ class CoreSnapshot:
     invalid: tuple[InvalidObjectError, ...]
     namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
     overlays: tuple[NodeOverlay, ...] = ()
+    buffers: tuple[CapacityBuffer, ...] = ()
 
 
 def _is_deleting(obj: KubeObject) -> bool:
@@ -183,6 +187,27 @@ class CoreSnapshotter:
             if isinstance(promised, Node):
                 node = _with_promised_extended(node, promised.allocatable)
         return node
+
+    def _capacity_objects(
+        self, invalid: list[InvalidObjectError]
+    ) -> tuple[tuple[NodeOverlay, ...], tuple[CapacityBuffer, ...]]:
+        """NodeOverlays and CapacityBuffers; invalid ones go to `invalid`."""
+        overlays, invalid_overlays = self.overlays()
+        invalid.extend(invalid_overlays)
+        return overlays, self._buffers(invalid)
+
+    def _buffers(self, invalid: list[InvalidObjectError]) -> tuple[CapacityBuffer, ...]:
+        """The mirror's CapacityBuffers by name; invalid ones go to `invalid`."""
+        if CAPACITY_BUFFERS not in self._mirror.resources:
+            return ()
+        valid: list[CapacityBuffer] = []
+        for obj in self._mirror.objects(CAPACITY_BUFFERS).values():
+            result = self._convert(obj, capacity_buffer_from_k8s)
+            if isinstance(result, InvalidObjectError):
+                invalid.append(result)
+            else:
+                valid.append(result)
+        return tuple(sorted(valid, key=lambda b: b.name))
 
     def overlays(self) -> tuple[tuple[NodeOverlay, ...], tuple[InvalidObjectError, ...]]:
         """The mirror's NodeOverlays (converted once per version) and those that are invalid."""
@@ -281,16 +306,17 @@ class CoreSnapshotter:
             models(DAEMON_SETS, daemonset_pod_from_k8s) if DAEMON_SETS in mirror.resources else []
         )
         namespaces = self._namespaces(invalid)
-        overlays, invalid_overlays = self.overlays()
+        overlays, buffers = self._capacity_objects(invalid)
         return CoreSnapshot(
             generation=mirror.generation,
             pending_pods=pending,
             nodes=tuple(nodes),
             nodepools=tuple(nodepools),
             daemonsets=tuple(daemonsets),
-            invalid=(*invalid, *invalid_overlays),
+            invalid=tuple(invalid),
             namespaces=namespaces,
             overlays=overlays,
+            buffers=buffers,
         )
 
     def _namespaces(self, invalid: list[InvalidObjectError]) -> dict[str, Mapping[str, str]]:

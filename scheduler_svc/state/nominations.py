@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduler_svc.core.headroom import is_headroom
 from scheduler_svc.kube.resources import PODS
 from scheduler_svc.state.cluster import ClusterMirror, is_pending_pod
 
@@ -55,8 +56,12 @@ class Nominations:
         found = [self._by_target[t] for t in targets if t in self._by_target]
         if not found:
             return None
+        # A CapacityBuffer's virtual pods never bind: while nominated they keep the room.
         waiting = frozenset(
-            key for n in found for key in n.pods if _still_pending(mirror.get(PODS, key))
+            key
+            for n in found
+            for key in n.pods
+            if is_headroom(key) or _still_pending(mirror.get(PODS, key))
         )
         if not waiting:
             return None

@@ -36,9 +36,10 @@ CRD_FILES = {
     "NodeClaim": "daiku.dev_nodeclaims.yaml",
     "EC2NodeClass": "daiku.dev_ec2nodeclasses.yaml",
     "NodeOverlay": "daiku.dev_nodeoverlays.yaml",
+    "CapacityBuffer": "daiku.dev_capacitybuffers.yaml",
 }
 # The served version of each kind (v1 unless it is still alpha, as Karpenter's NodeOverlay is).
-CRD_VERSIONS = {"NodeOverlay": "v1alpha1"}
+CRD_VERSIONS = {"NodeOverlay": "v1alpha1", "CapacityBuffer": "v1alpha1"}
 
 
 @dataclass(frozen=True)

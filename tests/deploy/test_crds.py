@@ -98,6 +98,7 @@ def test_printer_columns() -> None:
     assert columns("NodePool") == ["NodeClass", "Nodes", "Ready", "Age"]
     assert columns("EC2NodeClass") == ["Ready", "Age"]
     assert columns("NodeOverlay") == ["Weight", "Price", "Adjustment", "Age"]
+    assert columns("CapacityBuffer") == ["NodePool", "Replicas", "Percentage", "Age"]
 
 
 def test_nodepool_defaults() -> None:
@@ -390,3 +391,34 @@ def test_static_nodepool_rejections(spec: dict[str, Any], message: str) -> None:
     }
     messages = [rules.get(v.message.removeprefix("failed rule: "), v.message) for v in found]
     assert any(message in m for m in messages), found
+
+
+def _buffer(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "daiku.dev/v1alpha1",
+        "kind": "CapacityBuffer",
+        "metadata": {"name": "burst"},
+        "spec": {"nodePoolRef": {"name": "default"}, "requests": {"cpu": "1"}, **spec},
+    }
+
+
+def test_a_capacity_buffer_is_accepted() -> None:
+    assert violations(_buffer(replicas=4)) == []
+    assert violations(_buffer(percentage=20, limits={"cpu": "16"})) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"replicas": -1}, "less than the minimum of 0"),
+        ({"percentage": -10}, "less than the minimum of 0"),
+        ({"replicas": 2, "percentage": 10}, "has(self.replicas) != has(self.percentage)"),
+        ({}, "has(self.replicas) != has(self.percentage)"),
+        ({"replicas": 1, "requests": {}}, "should be non-empty"),
+    ],
+)
+def test_capacity_buffer_rejections(spec: dict[str, Any], message: str) -> None:
+    """Negative headroom, both or neither of replicas and percentage, and an empty shape are
+    refused (the CEL rule's message: "set exactly one of 'replicas' ... or 'percentage'")."""
+    found = violations(_buffer(**spec))
+    assert any(message in v.message for v in found), found

@@ -59,10 +59,11 @@ def test_overlay_passes_kubernetes_validate_strict(overlay: str, tmp_path: Path)
 
 @needs_kubectl
 def test_default_overlay_contents() -> None:
-    """The default overlay holds the four CRDs, both Deployments with two replicas, their
+    """The default overlay holds the five CRDs, both Deployments with two replicas, their
     PDBs, the actuator Service, and cluster settings and IRSA role without placeholders."""
     objects = _rendered("default")
     assert set(_by_kind(objects, "CustomResourceDefinition")) == {
+        "capacitybuffers.daiku.dev",
         "nodepools.daiku.dev",
         "nodeclaims.daiku.dev",
         "ec2nodeclasses.daiku.dev",

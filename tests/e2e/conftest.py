@@ -277,7 +277,7 @@ class Stack:
         for event in await self.objects("events", "default"):
             with contextlib.suppress(Exception):
                 await store.delete("events", event["metadata"]["name"], "default")
-        for plural in ("nodepools", "ec2nodeclasses", "nodeoverlays"):
+        for plural in ("capacitybuffers", "nodepools", "ec2nodeclasses", "nodeoverlays"):
             for obj in await self.objects(plural):
                 with contextlib.suppress(Exception):
                     await store.delete(plural, obj["metadata"]["name"])

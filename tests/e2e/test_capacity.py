@@ -225,3 +225,53 @@ async def _count_exactly(value: Any, expected: int) -> bool:
 async def _phase_count(stack: Stack, phase: str, expected: int) -> bool:
     pods = await stack.objects("pods", "default")
     return sum(1 for p in pods if p.get("status", {}).get("phase") == phase) == expected
+
+
+def capacity_buffer(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "daiku.dev/v1alpha1",
+        "kind": "CapacityBuffer",
+        "metadata": {"name": "burst"},
+        "spec": {"nodePoolRef": {"name": "default"}, "requests": {"cpu": "1"}, **spec},
+    }
+
+
+async def pool_claims(stack: Stack) -> list[dict[str, Any]]:
+    return [
+        c for c in await stack.objects("nodeclaims") if not c["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def test_headroom_is_provisioned_taken_first_by_real_pods_and_provisioned_again(
+    stack: Stack,
+) -> None:
+    """A CapacityBuffer for two 1-cpu pods gets two nodes while no pod is pending; a real
+    1-cpu pod then runs on that room at once (no claim of its own), and the room it took is
+    provisioned again: a third node. The metric says what the buffer wants."""
+    await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+    await stack.store.create("capacitybuffers", capacity_buffer(replicas=2))
+    scheduler = await stack.start_scheduler()
+    await until(lambda: _count_exactly(pool_claims(stack), 2), timeout_seconds=30)
+    await until(lambda: _nodes_ready(stack, 2), timeout_seconds=30)
+    before = {c["metadata"]["name"] for c in await pool_claims(stack)}
+
+    await stack.create_pods(1, cpu="1", memory="256Mi", prefix="burst")
+    await until(lambda: _phase_count(stack, "Running", 1), timeout_seconds=30)
+    (pod,) = await stack.objects("pods", "default")
+    node = pod["spec"]["nodeName"]
+    claims = {
+        c.get("status", {}).get("nodeName"): c["metadata"]["name"] for c in await pool_claims(stack)
+    }
+    assert claims.get(node) in before  # it ran on the room, not on a claim made for it
+    await until(lambda: _count_exactly(pool_claims(stack), 3), timeout_seconds=30)
+
+    registry = scheduler.service.metrics.registry
+    wanted = registry.get_sample_value(
+        "daiku_scheduler_headroom_pods", {"capacitybuffer": "burst", "nodepool": "default"}
+    )
+    assert wanted == 2
+
+
+async def _nodes_ready(stack: Stack, expected: int) -> bool:
+    nodes = await stack.objects("nodes")
+    return sum(1 for n in nodes if conditions(n).get("Ready") == "True") >= expected
