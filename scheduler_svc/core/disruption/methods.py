@@ -38,8 +38,8 @@ from scheduler_svc.core.disruption.model import (
     DisruptionSnapshot,
 )
 from scheduler_svc.core.disruption.multi_node import Outcome as _Outcome
+from scheduler_svc.core.disruption.multi_node import could_fit, free_room, types_holding
 from scheduler_svc.core.disruption.multi_node import search as multi_node_search
-from scheduler_svc.core.disruption.multi_node import types_holding
 from scheduler_svc.core.disruption.settings import (
     DisruptionReason,
     format_seconds,
@@ -93,6 +93,7 @@ class _Pass:
         self.chosen: dict[str, int] = {}
         self.blocked: dict[str, BlockedNode] = {}
         self.decisions: list[DisruptionDecision] = []
+        self._free: dict[str, dict[str, int]] | None = None
 
     # -- budgets ---------------------------------------------------------------------------
 
@@ -161,6 +162,17 @@ class _Pass:
         return None
 
     # -- simulation ------------------------------------------------------------------------
+
+    def room_elsewhere(self, moving: Sequence[Candidate]) -> bool:
+        """Whether the nodes that would stay have, summed, room for ``moving``'s pods (if not,
+        no delete simulation can succeed; checked first because most merges fail)."""
+        if self._free is None:
+            nodes = [c.to_node() for c in self.snapshot.candidates]
+            nodes += list(self.snapshot.other_nodes)
+            self._free = {n.name: free_room(n) for n in nodes}
+        leaving = self.taken | {c.name for c in moving}
+        rooms = (room for name, room in self._free.items() if name not in leaving)
+        return could_fit([p.pod for c in moving for p in c.reschedulable_pods()], rooms)
 
     def simulate(
         self,
@@ -497,8 +509,8 @@ def _consolidate_unscored(  # noqa: PLR0911 - one exit per way a consolidation f
     names = tuple(c.name for c in nodes)
     claims = tuple(c.nodeclaim for c in nodes)
     options = state.options
-    deleted = state.simulate(nodes, allow_new=False)
-    if not deleted.unschedulable:
+    deleted = state.simulate(nodes, allow_new=False) if state.room_elsewhere(nodes) else None
+    if deleted is not None and not deleted.unschedulable:
         if not _saves_enough(old_price, 0.0, options):
             return _Outcome(None, f"would save only ${old_price:.4f}/h")
         return _Outcome(
@@ -517,6 +529,14 @@ def _consolidate_unscored(  # noqa: PLR0911 - one exit per way a consolidation f
         )
     if not allow_replace:
         return _Outcome(None, "pods do not fit on other nodes")
+    if len(nodes) > 1 and not _one_cheaper_node_has_room(state, nodes, old_price):
+        # Without a simulation: a merge that fails here (most do, on a settled cluster) costs
+        # a pass no catalog-wide solve.
+        return _Outcome(
+            None,
+            f"would cost more: no node saving {options.min_saving_fraction:.0%} on "
+            f"${old_price:.4f}/h has room for the pods of {len(nodes)} nodes",
+        )
     replaced = state.simulate(nodes, allow_new=True, below_price=old_price)
     if len(replaced.new_claims) > 1:
         # The solver may prefer several small claims; the question is whether ONE node holds
@@ -576,6 +596,14 @@ def _consolidate_unscored(  # noqa: PLR0911 - one exit per way a consolidation f
             needs_validation=True,
         )
     )
+
+
+def _one_cheaper_node_has_room(state: _Pass, nodes: Sequence[Candidate], old_price: float) -> bool:
+    """Whether any instance type saving enough on ``old_price`` has room for all of ``nodes``'
+    pods at once (necessary for a one-node replacement)."""
+    pods = [p.pod for c in nodes for p in c.reschedulable_pods()]
+    cheaper = _cheaper_types(state.snapshot.instance_types, old_price, state.options)
+    return bool(types_holding(pods, cheaper))
 
 
 def _saves_enough(old_price: float, new_price: float, options: ConsolidationOptions) -> bool:

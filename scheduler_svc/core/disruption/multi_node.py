@@ -19,11 +19,11 @@ Pure: the caller passes the simulation (``attempt``) in; nothing here reads a cl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler_svc.core.disruption.model import Candidate, DisruptionDecision
-from scheduler_svc.core.model import InstanceType, Pod, Resources
+from scheduler_svc.core.model import InstanceType, Node, Pod, Resources
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,23 @@ def total_requests(pods: Sequence[Pod]) -> Resources:
     return Resources.from_mapping(total)
 
 
+def free_room(node: Node) -> dict[str, int]:
+    """What ``node``'s allocatable leaves beside its bound pods, per resource (never < 0)."""
+    used = total_requests(node.pods).as_mapping()
+    return {k: max(0, v - used.get(k, 0)) for k, v in node.allocatable.as_mapping().items()}
+
+
+def could_fit(pods: Sequence[Pod], rooms: Iterable[Mapping[str, int]]) -> bool:
+    """Whether the summed free room could take ``pods`` (necessary only: it ignores how the
+    room is split between nodes, and every scheduling constraint)."""
+    wanted = total_requests(pods).as_mapping()
+    free: dict[str, int] = {}
+    for room in rooms:
+        for name, amount in room.items():
+            free[name] = free.get(name, 0) + amount
+    return all(amount <= free.get(name, 0) for name, amount in wanted.items())
+
+
 def types_holding(pods: Sequence[Pod], types: Sequence[InstanceType]) -> tuple[InstanceType, ...]:
     """The instance types whose allocatable could hold every one of ``pods`` at once (a
     necessary condition only: the solver still checks DaemonSets, requirements and offerings)."""
@@ -108,4 +125,12 @@ def types_holding(pods: Sequence[Pod], types: Sequence[InstanceType]) -> tuple[I
     return tuple(out)
 
 
-__all__ = ["MultiNodeSearch", "Outcome", "search", "total_requests", "types_holding"]
+__all__ = [
+    "MultiNodeSearch",
+    "Outcome",
+    "could_fit",
+    "free_room",
+    "search",
+    "total_requests",
+    "types_holding",
+]

@@ -25,8 +25,21 @@ from scheduler_svc.core.disruption import (
     plan_disruption,
     validate,
 )
-from scheduler_svc.core.disruption.multi_node import Outcome, search, types_holding
-from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, pool, snapshot
+from scheduler_svc.core.disruption.multi_node import (
+    Outcome,
+    could_fit,
+    free_room,
+    search,
+    types_holding,
+)
+from tests.scheduler_svc.core.disruption.builders import (
+    CATALOG,
+    app_pod,
+    at,
+    candidate,
+    pool,
+    snapshot,
+)
 
 ONE_CPU = 1000
 
@@ -197,3 +210,28 @@ def test_the_spot_rule_still_holds_for_one_node(tmp_path: Path) -> None:
     strict = ConsolidationOptions(spot_to_spot_min_types=10**6)
     lone = dataclasses.replace(state, candidates=(nodes[-1],))
     assert plan_disruption(lone, at(600), strict).decisions == ()
+
+
+def test_could_fit_sums_the_free_room_of_the_nodes_that_stay() -> None:
+    """Two c4.large with one 1-CPU pod each leave 2 x 930m: one more 1-CPU pod fits in the sum
+    (the simulation then finds it does not fit on either), two do not."""
+    rooms = [free_room(n.to_node()) for n in one_cpu_nodes(2)]
+    assert rooms[0]["cpu"] == 930
+    assert could_fit([app_pod("x", 1000)], rooms)
+    assert not could_fit([app_pod(f"x{i}", 1000) for i in range(2)], rooms)
+
+
+def test_a_merge_with_no_cheaper_type_big_enough_is_refused_without_a_simulation() -> None:
+    """Two full c4.2xlarge ($0.796/h), the c4 family only: no type saving 10 % has room for
+    their 14 pods."""
+    full = [
+        candidate(
+            f"b{i}", "c4.2xlarge", [CandidatePod(app_pod(f"b{i}-{j}", 1000)) for j in range(7)]
+        )
+        for i in range(2)
+    ]
+    c4_only = [t for t in CATALOG if t.name.startswith("c4.")]
+    plan = plan_disruption(snapshot(full, [consolidating()], c4_only), at(600))
+    assert plan.decisions == ()
+    message = {b.node: b.message for b in plan.blocked}["b0"]
+    assert "(2: would cost more: no node saving 10% on $0.7960/h has room for the pods" in message
