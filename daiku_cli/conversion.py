@@ -4,6 +4,8 @@ Accepted inputs (one YAML/JSON document each):
 - karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass: same fields, new apiVersion;
 - karpenter.sh/v1beta1 NodePool, karpenter.k8s.aws/v1beta1 EC2NodeClass;
 - karpenter.sh/v1alpha1 NodeOverlay: same fields, daiku.dev/v1alpha1;
+- autoscaling.x-k8s.io/v1alpha1 CapacityBuffer (what Karpenter v1.14 reads): daiku.dev/v1alpha1
+  CapacityBuffer, see `daiku_cli.conversion_buffers`;
 - karpenter.sh/v1alpha5 Provisioner (inline `provider` or `providerRef`) and
   karpenter.k8s.aws/v1alpha1 AWSNodeTemplate, as in Karpenter before v0.32.
 
@@ -29,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from daiku_cli.conversion_buffers import UPSTREAM_API_VERSION, capacity_buffer, fill_requests
 from scheduler_svc.core.requirements import Operator
 
 DAIKU_API_VERSION = "daiku.dev/v1"
@@ -159,6 +162,8 @@ class _Converter:
     warnings: list[ConversionWarning] = field(default_factory=list)
     # Provisioners' kubeletConfiguration waiting for the AWSNodeTemplate they reference.
     pending_kubelet: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    # CapacityBuffers waiting for their PodTemplate (namespace, name), by buffer name.
+    pending_templates: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def warn(self, ref: str, field_path: str, message: str) -> None:
         self.warnings.append(ConversionWarning(ref, field_path, message))
@@ -664,6 +669,7 @@ def convert(documents: Iterable[Any], *, cluster_name: str | None = None) -> Con
     for index, document in enumerate(documents):
         objects.extend(converter.convert(index, document))
     converter.attach_pending_kubelet(objects)
+    fill_requests(objects, converter.pending_templates, converter.warn)
     return ConversionResult(objects=tuple(objects), warnings=tuple(converter.warnings))
 
 
@@ -679,6 +685,10 @@ _HANDLERS: dict[tuple[str, str], _Handler] = {
     ("karpenter.sh/v1alpha1", "NodeOverlay"): lambda c, d, r: [c.nodeoverlay_v1alpha1(d, r)],
     (DAIKU_OVERLAY_API_VERSION, "NodeOverlay"): lambda c, d, r: [c.nodeoverlay_v1alpha1(d, r)],
     ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate"): lambda c, d, r: [c.awsnodetemplate(d, r)],
+    (UPSTREAM_API_VERSION, "CapacityBuffer"): lambda c, d, r: [
+        capacity_buffer(d, r, c.warn, c.pending_templates)
+    ],
+    (DAIKU_OVERLAY_API_VERSION, "CapacityBuffer"): lambda c, d, r: [copy.deepcopy(dict(d))],
 }
 
 

@@ -311,3 +311,42 @@ def test_known_requirement_operators_raise_no_warning() -> None:
     ]
     result = convert([_provisioner(requirements=requirements, providerRef={"name": "x"})])
     assert not [w for w in result.warnings if "operator" in w.field_path]
+
+
+def test_an_upstream_capacity_buffer_takes_its_podtemplate_requests() -> None:
+    """SIG Autoscaling's CapacityBuffer (Karpenter v1.14's) becomes daiku's: replicas and limits
+    carried, the requests summed from the PodTemplate in the input, the NodePool defaulted
+    with a warning; scalableRef is dropped with one."""
+    template = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "shape", "namespace": "default"},
+        "template": {
+            "spec": {
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "250m"}}},
+                ]
+            }
+        },
+    }
+    buffer = {
+        "apiVersion": "autoscaling.x-k8s.io/v1alpha1",
+        "kind": "CapacityBuffer",
+        "metadata": {"name": "burst", "namespace": "default"},
+        "spec": {"podTemplateRef": {"name": "shape"}, "replicas": 5, "limits": {"cpu": "20"}},
+    }
+    result = convert([template, buffer])
+    (converted,) = [o for o in result.objects if o["kind"] == "CapacityBuffer"]
+    assert converted["apiVersion"] == "daiku.dev/v1alpha1"
+    assert converted["spec"] == {
+        "nodePoolRef": {"name": "default"},
+        "replicas": 5,
+        "limits": {"cpu": "20"},
+        "requests": {"cpu": "750m", "memory": str(1024**3)},
+    }
+    assert any("spec.nodePoolRef.name is 'default'" in str(w) for w in result.warnings)
+    scalable = {**buffer, "spec": {"scalableRef": {"kind": "Deployment", "name": "web"}}}
+    dropped = convert([scalable])
+    assert any("spec.scalableRef" in str(w) for w in dropped.warnings)
+    assert any("spec.requests" in str(w) for w in dropped.warnings)
