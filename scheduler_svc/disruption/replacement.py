@@ -206,10 +206,9 @@ class ReplacementController:
                 if node in self._acting:
                     continue
                 self._reported.pop(node, None)
-                if decision.reason is DisruptionReason.UNHEALTHY:
-                    self._count_repair(snapshot, decision, now)
                 self._acting[node] = asyncio.create_task(
-                    self._replace(decision), name=f"replace-{node}"
+                    self._replace(decision, self._repair_labels(snapshot, decision, now)),
+                    name=f"replace-{node}",
                 )
                 started.append(decision)
         return started
@@ -221,7 +220,9 @@ class ReplacementController:
 
     # -- acting -----------------------------------------------------------------------------
 
-    async def _replace(self, decision: DisruptionDecision) -> None:
+    async def _replace(
+        self, decision: DisruptionDecision, repair_labels: tuple[str, str] | None
+    ) -> None:
         node_name, claim_name = decision.nodes[0], decision.nodeclaims[0]
         try:
             node = self._mirror.get(NODES, node_name)
@@ -249,6 +250,11 @@ class ReplacementController:
                 )
             await self._writer.delete_nodeclaim(claim_name)
             self._record(decision, "disrupted")
+            if repair_labels is not None:
+                condition, nodepool = repair_labels
+                self._metrics.nodeclaims_unhealthy_disrupted.labels(
+                    condition=condition, nodepool=nodepool
+                ).inc()
         except asyncio.CancelledError:
             raise
         except Exception as error:  # the next pass decides again
@@ -284,19 +290,22 @@ class ReplacementController:
 
     # -- recording --------------------------------------------------------------------------
 
-    def _count_repair(
+    def _repair_labels(
         self, snapshot: DisruptionSnapshot, decision: DisruptionDecision, now: datetime
-    ) -> None:
+    ) -> tuple[str, str] | None:
+        """(condition, nodepool) of a repair for its metric once done; None for a rebalance."""
+        if decision.reason is not DisruptionReason.UNHEALTHY:
+            return None
         candidate = snapshot.candidate(decision.nodes[0])
         found = (
             None
             if candidate is None
             else unhealthy_condition(candidate, now, self.settings.policies)
         )
-        self._metrics.nodeclaims_unhealthy_disrupted.labels(
-            condition=found.policy.condition_type if found else "unknown",
-            nodepool=candidate.nodepool if candidate else "unknown",
-        ).inc()
+        return (
+            found.policy.condition_type if found else "unknown",
+            candidate.nodepool if candidate else "unknown",
+        )
 
     def _record(self, decision: DisruptionDecision, outcome: str, why: str = "") -> None:
         self._metrics.disruption_decisions.labels(
