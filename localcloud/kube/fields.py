@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
@@ -66,6 +67,9 @@ class FieldValidation:
         unknown: list[str] = []
         if model is not None:
             _prune(obj, model, "", unknown, delete=False)
+            if _times_to_normalise(obj, model, ""):
+                obj = copy_json(obj)
+                _normalise_times(obj, model, "")
         if not unknown:
             return obj
         self.report(rt, unknown)
@@ -113,6 +117,66 @@ def _prune(value: Any, type_name: str, path: str, unknown: list[str], *, delete:
                 del value[key]
         else:
             _prune(value[key], declared, child_path, unknown, delete=delete)
+
+
+# metav1.MicroTime fields (microseconds kept); every other time is a metav1.Time (seconds).
+_MICRO_TIME_FIELDS: Final = frozenset({"eventTime", "renewTime", "acquireTime", "lastObservedTime"})
+
+
+def _times_to_normalise(value: Any, type_name: str, key: str) -> bool:
+    """True when a time in `value` is not written the way the apiserver writes it back."""
+    found: list[bool] = []
+    _walk_times(
+        value,
+        type_name,
+        key,
+        lambda text, field: found.append(_normalised_time(text, field) != text),
+    )
+    return any(found)
+
+
+def _normalise_times(value: Any, type_name: str, key: str) -> None:
+    """Every time in `value` rewritten as RFC 3339 in UTC (`Z`), as the apiserver encodes a
+    metav1.Time (whole seconds) or MicroTime (microseconds); in place."""
+    _walk_times(value, type_name, key, None)
+
+
+def _walk_times(
+    value: Any, type_name: str, key: str, check: Callable[[str, str], None] | None
+) -> None:
+    if isinstance(value, dict) and not type_name.startswith(("list[", "dict(")):
+        fields = _fields(type_name)
+        for child, item in value.items():
+            declared = fields.get(child)
+            if declared == "datetime" and isinstance(item, str):
+                if check is not None:
+                    check(item, child)
+                else:
+                    value[child] = _normalised_time(item, child)
+            elif declared is not None:
+                _walk_times(item, declared, child, check)
+    elif isinstance(value, list) and type_name.startswith("list["):
+        for item in value:
+            _walk_times(item, type_name[5:-1], key, check)
+    elif isinstance(value, dict) and type_name.startswith("dict("):
+        inner = type_name[type_name.index(",") + 1 : -1].strip()
+        for item in value.values():
+            _walk_times(item, inner, key, check)
+
+
+def _normalised_time(text: str, field: str) -> str:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:  # RFC 3339 requires the offset
+        raise BadRequest(
+            f'{field}: parsing time "{text}" as "2006-01-02T15:04:05Z07:00": cannot parse'
+        )
+    moment = moment.astimezone(UTC)
+    if field in _MICRO_TIME_FIELDS:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 _TABLE_PATH: Final = Path(__file__).with_name("builtin_fields.json")

@@ -131,3 +131,62 @@ def test_builtin_field_table_matches_the_installed_client() -> None:
     kinds (regenerate it with `python -m localcloud.kube.fields` after a client upgrade)."""
     table = json.loads((REPO / "localcloud" / "kube" / "builtin_fields.json").read_text())
     assert table == fields.generate_table(fields.served_kinds())
+
+
+async def test_times_come_back_in_rfc3339_utc_as_the_apiserver_encodes_them(
+    kube: KubeApiServer,
+) -> None:
+    """A metav1.Time written with an offset or fractions comes back as whole seconds in UTC
+    (`Z`); a MicroTime (a Lease's renewTime) keeps microseconds; a time without an offset is
+    a 400."""
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "l1"},
+        "spec": {"holderIdentity": "a", "renewTime": "2026-11-26T10:00:00.5+01:00"},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p1"},
+        "spec": {"containers": [{"name": "a", "image": "x"}]},
+    }
+    async with httpx.AsyncClient(headers=headers, verify=False) as session:
+        response = await session.post(
+            f"{kube.url}/apis/coordination.k8s.io/v1/namespaces/default/leases", json=lease
+        )
+        created = response.json()
+        response = await session.post(f"{kube.url}/api/v1/namespaces/default/pods", json=pod)
+        assert response.status_code == 201
+        status = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "lastTransitionTime": "2026-11-26T10:00:00.123456+02:00",
+                    }
+                ]
+            }
+        }
+        response = await session.patch(
+            f"{kube.url}/api/v1/namespaces/default/pods/p1/status",
+            content=json.dumps(status),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        patched = response.json()
+        naive = {
+            **lease,
+            "metadata": {"name": "l2"},
+            "spec": {"acquireTime": "2026-11-26T10:00:00"},
+        }
+        response = await session.post(
+            f"{kube.url}/apis/coordination.k8s.io/v1/namespaces/default/leases", json=naive
+        )
+        refused = response.status_code
+
+    assert created["spec"]["renewTime"] == "2026-11-26T09:00:00.500000Z"
+    condition = patched["status"]["conditions"][0]
+    assert condition["lastTransitionTime"] == "2026-11-26T08:00:00Z"
+    assert refused == 400
