@@ -66,7 +66,8 @@ class SchedulerMetrics:
         self.disruption_decisions = Counter(
             "daiku_scheduler_disruption_decisions",
             "Disruption decisions by reason (Empty, Expired, Drifted, Underutilized, Unhealthy, "
-            "RebalanceRecommended) and outcome (disrupted, invalidated, abandoned, failed).",
+            "RebalanceRecommended) and outcome (disrupted, invalidated, abandoned, failed, "
+            "superseded).",
             ["reason", "outcome"],
             registry=self.registry,
         )

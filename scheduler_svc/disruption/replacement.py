@@ -238,6 +238,12 @@ class ReplacementController:
                     f"{self.settings.replacement_timeout_seconds:.0f}s; the node goes anyway",
                     warning=True,
                 )
+            current = self._mirror.nodeclaim(claim_name)
+            if current is None or (current.get("metadata") or {}).get("deletionTimestamp"):
+                # Taken meanwhile (an interruption warning, a user): its pods wait for the
+                # replacement launched here, and nothing is left to do.
+                self._record(decision, "superseded", "the NodeClaim is already being deleted")
+                return
             if decision.reason is DisruptionReason.UNHEALTHY:
                 deadline = self._clock() + timedelta(seconds=self.settings.repair_drain_seconds)
                 await self._writer.patch_nodeclaim(
