@@ -8,13 +8,14 @@ from scheduler_svc.core import NodePool, Operator, Requirement
 from scheduler_svc.core.disruption import (
     CandidatePod,
     DisruptionSettings,
+    DisruptionSnapshot,
     NodePoolState,
     plan_disruption,
 )
 from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, snapshot
 
 
-def _static_state(*members: CandidatePod, expire: float | None = None) -> object:
+def _static_state(*members: CandidatePod, expire: float | None = None) -> DisruptionSnapshot:
     settings = DisruptionSettings.from_spec(
         "always",
         {"replicas": 1, "template": {"spec": {"expireAfter": "1h" if expire else "Never"}}},
@@ -31,14 +32,14 @@ def _static_state(*members: CandidatePod, expire: float | None = None) -> object
 
 
 def test_an_empty_static_node_is_never_consolidated() -> None:
-    plan = plan_disruption(_static_state(), at(86_400))  # type: ignore[arg-type]
+    plan = plan_disruption(_static_state(), at(86_400))
     assert plan.decisions == ()
 
 
 def test_an_expired_static_node_moves_its_pods_to_dynamic_pools_only() -> None:
     plan = plan_disruption(
         _static_state(CandidatePod(app_pod("web-0")), expire=3600),
-        at(3600),  # type: ignore[arg-type]
+        at(3600),
     )
     (decision,) = plan.decisions
     assert decision.reason.value == "Expired"
