@@ -18,7 +18,7 @@ import structlog
 from actuator_svc.cloud.provider import CloudProvider
 from actuator_svc.core.allocatable import DEFAULT_ROOT_VOLUME_BYTES, KubeletSettings
 from actuator_svc.core.catalog import CatalogInstanceType, architecture_of, build_catalog
-from actuator_svc.core.offerings import SPOT, OfferingKey
+from actuator_svc.core.offerings import RESERVED, RESERVED_PRICE_DIVISOR, SPOT, OfferingKey
 from actuator_svc.core.unavailable_offerings import UnavailableOfferings
 from actuator_svc.errors import CloudError
 
@@ -145,4 +145,6 @@ class Catalog:
         """USD/hour of an offering (0.0 when unknown)."""
         if key.capacity_type == SPOT:
             return self._spot.get((key.instance_type, key.zone), 0.0)
+        if key.capacity_type == RESERVED:
+            return self._on_demand.get(key.instance_type, 0.0) / RESERVED_PRICE_DIVISOR
         return self._on_demand.get(key.instance_type, 0.0)

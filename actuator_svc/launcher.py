@@ -20,6 +20,7 @@ Concurrent identical requests for a claim share one in-flight launch.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import time
 from collections import OrderedDict
@@ -47,7 +48,7 @@ from actuator_svc.core.fleet_errors import (
 from actuator_svc.core.launch_plan import FleetBatch, next_batch
 from actuator_svc.core.launch_template import LaunchTemplateConfig
 from actuator_svc.core.node_class import CUSTOM, LaunchRequest
-from actuator_svc.core.offerings import OfferingKey
+from actuator_svc.core.offerings import CAPACITY_BLOCK, OfferingKey
 from actuator_svc.core.tags import (
     CLUSTER_TAG,
     NODECLAIM_TAG,
@@ -246,7 +247,13 @@ class Launcher:
         return found[0] if found else None
 
     def _found(self, instance: Instance) -> LaunchResult:
-        key = OfferingKey(instance.instance_type, instance.zone, instance.capacity_type)
+        key = OfferingKey(
+            instance.instance_type,
+            instance.zone,
+            instance.capacity_type,
+            instance.capacity_reservation_id,
+            instance.capacity_reservation_type,
+        )
         return LaunchResult(instance, key, self._catalog.price(key), ())
 
     async def _launched_elsewhere(self, nodeclaim_name: str) -> Instance | None:
@@ -379,7 +386,15 @@ class Launcher:
         tags: dict[str, str],
     ) -> LaunchResult:
         """The instance a step launched, as the call launched it (no attempts yet)."""
-        key = OfferingKey(result.instance_type, result.zone, batch.capacity_type)
+        # The batch's offering EC2 chose (for reserved ones: which reservation it ran in).
+        key = next(
+            (
+                k
+                for k in batch.offerings
+                if k.instance_type == result.instance_type and k.zone == result.zone
+            ),
+            OfferingKey(result.instance_type, result.zone, batch.capacity_type),
+        )
         arch = await self._catalog.architecture(key.instance_type) or "x86_64"
         subnet = resolved.subnet_by_zone.get(key.zone)
         instance = Instance(
@@ -395,6 +410,8 @@ class Launcher:
             # the launch template's groups (the same DescribeInstances shows).
             subnet_id=subnet.id if subnet else "",
             security_group_ids=tuple(sorted(set(resolved.security_group_ids))),
+            capacity_reservation_id=key.capacity_reservation_id,
+            capacity_reservation_type=key.capacity_reservation_type,
         )
         return LaunchResult(instance, key, self._catalog.price(key), ())
 
@@ -473,11 +490,12 @@ class Launcher:
         tags: dict[str, str],
         step: int,
     ) -> FleetRequest:
-        """The CreateFleet call for a batch: one launch template per architecture."""
-        by_arch: dict[str, list[FleetOverride]] = {}
+        """The CreateFleet call for a batch: one launch template per architecture (and per
+        capacity reservation: the template names the reservation its launches run in)."""
+        by_arch: dict[tuple[str, str], list[FleetOverride]] = {}
         for priority, key in enumerate(batch.offerings):
             arch = await self._catalog.architecture(key.instance_type) or "x86_64"
-            by_arch.setdefault(arch, []).append(
+            by_arch.setdefault((arch, key.capacity_reservation_id), []).append(
                 FleetOverride(
                     instance_type=key.instance_type,
                     subnet_id=resolved.subnet_by_zone[key.zone].id,
@@ -486,8 +504,13 @@ class Launcher:
                 )
             )
         templates = []
-        for arch, overrides in by_arch.items():
+        capacity_block = batch.fleet_capacity_type == CAPACITY_BLOCK
+        for (arch, reservation_id), overrides in by_arch.items():
             config = self._template_config(request, resolved, resolved.image_by_architecture[arch])
+            if reservation_id:
+                config = dataclasses.replace(
+                    config, capacity_reservation_id=reservation_id, capacity_block=capacity_block
+                )
             if self._templates is not None:
                 self._templates.used(config.name)
             await self._cloud.ensure_launch_template(config)
@@ -496,7 +519,7 @@ class Launcher:
             client_token=client_token(
                 self._cluster.name, request.nodeclaim_name, step, request.nodeclaim_uid
             ),
-            capacity_type=batch.capacity_type,
+            capacity_type=batch.fleet_capacity_type,
             allocation_strategy=batch.allocation_strategy,
             templates=tuple(templates),
             tags=tags,

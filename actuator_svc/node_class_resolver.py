@@ -9,12 +9,20 @@ returned.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from actuator_svc.cloud.provider import CloudProvider, Image, SecurityGroup, Subnet
+from actuator_svc.cloud.provider import (
+    CapacityReservation,
+    CloudProvider,
+    Image,
+    SecurityGroup,
+    Subnet,
+)
 from actuator_svc.core.node_class import (
     ImageChoice,
     NodeClassSpec,
@@ -23,6 +31,9 @@ from actuator_svc.core.node_class import (
 from actuator_svc.errors import NothingSelectedError
 
 T = TypeVar("T")
+# EC2 starts reclaiming a Capacity Block's instances this long before its end: from then on the
+# block is "expiring" (Karpenter's state) and takes no launches.
+BLOCK_RECLAIM_SECONDS = timedelta(minutes=30).total_seconds()
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,7 @@ class NodeClassResolution:
     subnets: tuple[Subnet, ...]
     security_groups: tuple[SecurityGroup, ...]
     images: tuple[Image, ...]
+    reservations: tuple[CapacityReservation, ...] = ()
 
 
 class NodeClassResolver:
@@ -100,6 +112,12 @@ class NodeClassResolver:
             lambda: self._cloud.find_images(node_class.image_terms),
             fresh=fresh,
         )
+        reservations: list[CapacityReservation] = []
+        if node_class.capacity_reservation_terms:
+            # Never cached: the free counts are what a reserved offering's room comes from.
+            reservations = await self._cloud.find_capacity_reservations(
+                node_class.capacity_reservation_terms
+            )
         if not subnets:
             raise NothingSelectedError("node_class.subnet_selector_terms", "match no subnet")
         if not groups:
@@ -119,7 +137,18 @@ class NodeClassResolver:
             subnets=tuple(sorted(subnets, key=lambda s: (-s.available_ip_count, s.id))),
             security_groups=tuple(groups),
             images=tuple(sorted(by_id.values(), key=lambda i: (i.architecture, i.id))),
+            reservations=tuple(self._with_state(r) for r in reservations),
         )
+
+    def _with_state(self, reservation: CapacityReservation) -> CapacityReservation:
+        """`expiring` once a Capacity Block is within EC2's reclaim window."""
+        end = reservation.end_time
+        if reservation.reservation_type != "capacity-block" or end is None:
+            return reservation
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        if (end - now).total_seconds() > BLOCK_RECLAIM_SECONDS:
+            return reservation
+        return dataclasses.replace(reservation, state="expiring")
 
     async def resolve(self, node_class: NodeClassSpec) -> ResolvedNodeClass:
         """Resolve the node class for a launch; NothingSelectedError (an InvalidRequestError)

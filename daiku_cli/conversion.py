@@ -83,6 +83,7 @@ _EC2NODECLASS_SPEC_FIELDS = frozenset(
         "blockDeviceMappings",
         "metadataOptions",
         "kubelet",
+        "capacityReservationSelectorTerms",
     }
 )
 _KUBELET_FIELDS = frozenset(

@@ -1,15 +1,16 @@
 """`daiku plan`: what daiku would launch for these manifests, offline.
 
 Reads Kubernetes objects (YAML or JSON, several documents or ``kind: List``): NodePool
-(``daiku.dev/v1`` or ``karpenter.sh/v1``), NodeClaim, EC2NodeClass (ignored for solving),
-RuntimeClass (its overhead goes to the pods naming it), Pod, Deployment / ReplicaSet /
-StatefulSet / Job (expanded to their replicas), DaemonSet, Node (pods with ``spec.nodeName``
-run on it), PersistentVolumeClaim, PersistentVolume and Namespace (its labels are what pod
-(anti-)affinity's namespaceSelector selects; a namespace without an object has only
-`kubernetes.io/metadata.name`). The objects are converted by the live
-scheduler's own converter (see "Reading manifests" below). Solves with ``scheduler_svc.core``
-against an instance-type catalog (``--catalog`` JSON as ``daiku catalog -o json`` prints it,
-else the bundled us-east-1 catalog) and prints the plan.
+(``daiku.dev/v1`` or ``karpenter.sh/v1``), NodeClaim, EC2NodeClass (the reservations its
+``status.capacityReservations`` lists become reserved offerings, each for as many claims as it
+has free instances), RuntimeClass (its overhead goes to the pods naming it), Pod, Deployment /
+ReplicaSet / StatefulSet / Job (expanded to their replicas), DaemonSet, Node (pods with
+``spec.nodeName`` run on it), PersistentVolumeClaim, PersistentVolume and Namespace (its labels
+are what pod (anti-)affinity's namespaceSelector selects; a namespace without an object has only
+`kubernetes.io/metadata.name`). The objects are converted by the live scheduler's own converter
+(see "Reading manifests" below). Solves with ``scheduler_svc.core`` against an instance-type
+catalog (``--catalog`` JSON as ``daiku catalog -o json`` prints it, else the bundled us-east-1
+catalog) and prints the plan.
 
 Exit status (`daiku_cli.exit_codes`): 0 when every pod is planned; 1 when the plan leaves pods
 unschedulable (they are listed with their reason; `--allow-unschedulable` makes that 0); 2 on
@@ -23,7 +24,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -50,9 +51,15 @@ from scheduler_svc.core import (
 )
 from scheduler_svc.core.headroom import CapacityBuffer
 from scheduler_svc.core.overlay import NodeOverlay, apply_overlays
+from scheduler_svc.core.reservations import (
+    CapacityReservation,
+    assign_reservations,
+    with_reserved_offerings,
+)
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.convert import (
     cached_resource_units,
+    capacity_reservations_from_k8s,
     template_pod_from_k8s,
     volume_zones_of,
 )
@@ -144,6 +151,8 @@ class Manifests:
     runtime_overheads: dict[str, dict[str, Any]] = field(default_factory=dict)
     # (kind, "namespace/name" or "name") -> the file it came from, for error messages.
     sources: dict[tuple[str, str], str] = field(default_factory=dict)
+    # What the EC2NodeClasses' status.capacityReservations list (kubectl get -o yaml shows it).
+    reservations: list[CapacityReservation] = field(default_factory=list)
 
     def source_of(self, kind: str, name: str | None) -> str:
         return self.sources.get((kind, name or ""), "input")
@@ -230,17 +239,35 @@ def read_manifests(paths: list[str]) -> Manifests:
             objects[display] = obj
             if kind == "Pod" and not _node_name(obj):
                 out.order.append(display)
-        elif kind in WORKLOAD_KINDS:
-            out.order.append(len(out.workloads))
-            out.workloads.append(_Workload(obj, kind, source))
-        elif kind == "RuntimeClass":
-            overhead = (obj.get("overhead") or {}).get("podFixed")
-            out.runtime_overheads[name] = overhead if isinstance(overhead, dict) else {}
-        elif kind != "EC2NodeClass":  # an EC2NodeClass holds launch settings only
-            raise PlanInputError(
-                f"{where}: field kind: unknown kind {kind!r} (expected one of {KNOWN_KINDS})"
-            )
+        else:
+            _read_unmirrored(out, obj, source, where)
     return out
+
+
+def _read_unmirrored(out: Manifests, obj: dict[str, Any], source: str, where: str) -> None:
+    """A workload, RuntimeClass or EC2NodeClass (objects the scheduler's mirror does not hold)."""
+    kind = obj["kind"]
+    if kind in WORKLOAD_KINDS:
+        out.order.append(len(out.workloads))
+        out.workloads.append(_Workload(obj, kind, source))
+    elif kind == "RuntimeClass":
+        overhead = (obj.get("overhead") or {}).get("podFixed")
+        out.runtime_overheads[obj["metadata"]["name"]] = (
+            overhead if isinstance(overhead, dict) else {}
+        )
+    elif kind == "EC2NodeClass":  # launch settings; its reserved capacity is offered
+        out.reservations += _reservations(obj, where)
+    else:
+        raise PlanInputError(
+            f"{where}: field kind: unknown kind {kind!r} (expected one of {KNOWN_KINDS})"
+        )
+
+
+def _reservations(node_class: dict[str, Any], where: str) -> tuple[CapacityReservation, ...]:
+    try:
+        return capacity_reservations_from_k8s(node_class)
+    except InvalidObjectError as error:
+        raise PlanInputError(f"{where}: {error}") from None
 
 
 def _node_name(pod: dict[str, Any]) -> str | None:
@@ -513,6 +540,11 @@ def plan_document(result: SchedulingResult, solve_seconds: float) -> dict[str, A
                 "instanceType": claim.instance_type,
                 "zone": claim.offerings[0].zone,
                 "capacityType": claim.offerings[0].capacity_type,
+                **(
+                    {"capacityReservationId": claim.offerings[0].capacity_reservation_id}
+                    if claim.offerings[0].capacity_reservation_id
+                    else {}
+                ),
                 "price": claim.price_per_hour,
                 "offeringCount": len(claim.offerings),
                 "pods": list(claim.pods),
@@ -581,34 +613,43 @@ _RENDER: dict[OutputFormat, Callable[[dict[str, Any]], str]] = {
 
 def build_input(files: list[str], catalog: str | None) -> SchedulingInput:
     """Read manifests and catalog into one solver input, NodeOverlays applied to the catalog
-    (raises PlanInputError)."""
+    and the input's reserved capacity offered (raises PlanInputError)."""
     return read_plan_input(files, catalog).problem
 
 
 @dataclass(frozen=True)
 class PlanInput:
     """The solver input, and what `--explain` reports beyond it: the catalog before the
-    NodeOverlays and the overlays themselves."""
+    NodeOverlays and the overlays themselves; and the free instances of each capacity
+    reservation the input's EC2NodeClasses list (their status), which the plan hands out."""
 
     problem: SchedulingInput
     base_catalog: tuple[InstanceType, ...]
     overlays: tuple[NodeOverlay, ...]
     buffers: tuple[CapacityBuffer, ...] = ()
+    room: Mapping[str, int] = field(default_factory=dict)
 
 
 def read_plan_input(files: list[str], catalog: str | None) -> PlanInput:
-    """`build_input` with the catalog before overlays and the overlays kept."""
-    pending, snapshot = _problem(read_manifests(files))
+    """`build_input` with the catalog before overlays, the overlays and the reservations' room."""
+    manifests = read_manifests(files)
+    pending, snapshot = _problem(manifests)
     base = tuple(load_catalog(catalog))
+    reservations = manifests.reservations
     problem = SchedulingInput(
         pods=tuple(pending),
         nodepools=snapshot.nodepools,
-        instance_types=apply_overlays(base, snapshot.overlays),
+        # Reserved offerings after the overlays: a price overlay does not reprice capacity
+        # that is already paid for.
+        instance_types=with_reserved_offerings(
+            apply_overlays(base, snapshot.overlays), reservations
+        ),
         nodes=snapshot.nodes,
         daemonsets=snapshot.daemonsets,
         namespaces=snapshot.namespaces,
     )
-    return PlanInput(problem, base, snapshot.overlays, snapshot.buffers)
+    room = {r.id: r.available for r in reservations if r.launchable}
+    return PlanInput(problem, base, snapshot.overlays, snapshot.buffers, room)
 
 
 def _explain(planned: PlanInput, result: SchedulingResult, pod: str) -> str:
@@ -690,6 +731,10 @@ def plan(
     started = time.perf_counter()
     result = with_static_claims(solve(problem), static)
     result, headroom = plan_headroom(problem, result, planned.buffers)
+    if planned.room:
+        result = dataclasses.replace(
+            result, new_claims=assign_reservations(result.new_claims, planned.room)
+        )
     solve_seconds = time.perf_counter() - started
     for note in static.notes:
         typer.echo(f"note: {note}", err=True)

@@ -32,6 +32,7 @@ from grpc_status import rpc_status
 from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
 from scheduler_svc.core.model import InstanceType, Offering, Resources
 from scheduler_svc.core.nodeclass import KubeletSpec, NodeClassSpec
+from scheduler_svc.core.reservations import CapacityReservation
 from scheduler_svc.errors import (
     ActuatorError,
     DeadlineExceededError,
@@ -56,6 +57,10 @@ class OfferingChoice(Protocol):
     def zone(self) -> str: ...
     @property
     def capacity_type(self) -> str: ...
+    @property
+    def capacity_reservation_id(self) -> str: ...
+    @property
+    def capacity_reservation_type(self) -> str: ...
 
 
 class TaintSpec(Protocol):
@@ -100,6 +105,8 @@ class LaunchedInstance:
     attempts: tuple[LaunchAttempt, ...]
     subnet_id: str = ""
     security_group_ids: tuple[str, ...] = ()
+    capacity_reservation_id: str = ""
+    capacity_reservation_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +165,7 @@ class NodeClassResolution:
     subnets: tuple[ResolvedSubnet, ...]
     security_groups: tuple[ResolvedSecurityGroup, ...]
     amis: tuple[ResolvedAmi, ...]
+    capacity_reservations: tuple[CapacityReservation, ...] = ()
 
 
 class CloudEventKind(StrEnum):
@@ -405,7 +413,11 @@ class ActuatorClient:
             nodepool_name=nodepool_name,
             offerings=[
                 actuator_pb2.Offering(
-                    instance_type=o.instance_type, zone=o.zone, capacity_type=o.capacity_type
+                    instance_type=o.instance_type,
+                    zone=o.zone,
+                    capacity_type=o.capacity_type,
+                    capacity_reservation_id=o.capacity_reservation_id,
+                    capacity_reservation_type=o.capacity_reservation_type,
                 )
                 for o in offerings
             ],
@@ -435,6 +447,8 @@ class ActuatorClient:
             attempts=tuple(_attempt_from_proto(a) for a in response.attempts),
             subnet_id=response.subnet_id,
             security_group_ids=tuple(sorted(response.security_group_ids)),
+            capacity_reservation_id=response.capacity_reservation_id,
+            capacity_reservation_type=response.capacity_reservation_type,
         )
 
     async def terminate_nodeclaim(self, nodeclaim_name: str) -> TerminatedInstance:
@@ -498,6 +512,9 @@ class ActuatorClient:
                     tuple((r.key, r.operator, tuple(r.values)) for r in a.requirements),
                 )
                 for a in response.amis
+            ),
+            capacity_reservations=tuple(
+                _reservation_from_proto(r) for r in response.capacity_reservations
             ),
         )
 
@@ -664,6 +681,21 @@ def _event_from_proto(event: actuator_pb2.WatchCloudEventsResponse) -> CloudEven
     )
 
 
+def _reservation_from_proto(r: actuator_pb2.ResolvedCapacityReservation) -> CapacityReservation:
+    return CapacityReservation(
+        id=r.id,
+        instance_type=r.instance_type,
+        zone=r.zone,
+        reservation_type=r.reservation_type or "default",
+        available=r.available_instance_count,
+        total=r.total_instance_count,
+        owner_id=r.owner_id,
+        instance_match_criteria=r.instance_match_criteria,
+        end_time=_time(r, "end_time"),
+        state=r.state or "active",
+    )
+
+
 def _taint_to_proto(taint: TaintSpec) -> actuator_pb2.Taint:
     return actuator_pb2.Taint(key=taint.key, value=taint.value, effect=str(taint.effect))
 
@@ -712,6 +744,12 @@ def _node_class_to_proto(spec: NodeClassSpec) -> actuator_pb2.NodeClass:
         ),
         ami_family=spec.ami_family,
         associate_public_ip_address=spec.associate_public_ip_address,
+        capacity_reservation_selector_terms=[
+            actuator_pb2.CapacityReservationSelectorTerm(
+                id=t.id, tags=dict(t.tags), owner_id=t.owner_id
+            )
+            for t in spec.capacity_reservation_terms
+        ],
     )
 
 

@@ -39,6 +39,7 @@ from scheduler_svc.kube.leader_election import LeaderElector
 from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.watch import WatchSettings, run_watches
 from scheduler_svc.kube.writer import KubeWriter, utc_now
+from scheduler_svc.lifecycle.capacity_blocks import CapacityBlockController, CapacityBlockSettings
 from scheduler_svc.lifecycle.controller import LifecycleController, LifecycleSettings
 from scheduler_svc.lifecycle.interruption import InterruptionController, InterruptionSettings
 from scheduler_svc.metrics import SchedulerMetrics
@@ -76,6 +77,7 @@ class ServiceOptions:
     # Node repair and rebalance recommendations; node_repair and the drain bound come from
     # SchedulerSettings. It reads disruption_clock.
     replacement: ReplacementSettings = field(default_factory=ReplacementSettings)
+    capacity_blocks: CapacityBlockSettings = field(default_factory=CapacityBlockSettings)
     nodeclass: NodeClassStatusSettings = field(default_factory=NodeClassStatusSettings)
     static_capacity: StaticCapacitySettings = field(default_factory=StaticCapacitySettings)
     watch: WatchSettings | None = None
@@ -105,6 +107,7 @@ class SchedulerService:
         self.provisioner: Provisioner | None = None
         self.lifecycle: LifecycleController | None = None
         self.interruption: InterruptionController | None = None
+        self.capacity_blocks: CapacityBlockController | None = None
         self.disruption: DisruptionController | None = None
         self.replacement: ReplacementController | None = None
         self.nodeclass_status: NodeClassStatusController | None = None
@@ -265,6 +268,7 @@ class SchedulerService:
             ),
             catalogs=catalog_indexes,
             nominations=nominations,
+            wall_clock=self.options.wall_clock,
         )
         self.lifecycle = LifecycleController(
             mirror=self.mirror,
@@ -285,6 +289,13 @@ class SchedulerService:
             settings=self.options.interruption,
         )
         mirror = self.mirror
+        self.capacity_blocks = CapacityBlockController(
+            mirror=mirror,
+            writer=writer,
+            terminator=self.lifecycle.terminator,
+            clock=self.options.wall_clock,
+            settings=self.options.capacity_blocks,
+        )
         self.disruption = DisruptionController(
             mirror=mirror,
             writer=writer,
@@ -393,6 +404,7 @@ class SchedulerService:
             "provisioner": self.provisioner,
             "lifecycle": self.lifecycle,
             "interruption": self.interruption,
+            "capacity_blocks": self.capacity_blocks,
             "disruption": self.disruption,
             "replacement": self.replacement,
             "nodeclass_status": self.nodeclass_status,

@@ -30,6 +30,7 @@ from tenacity import (
 )
 
 from actuator_svc.cloud.provider import (
+    CapacityReservation,
     FleetError,
     FleetRequest,
     FleetResult,
@@ -42,7 +43,12 @@ from actuator_svc.cloud.provider import (
 )
 from actuator_svc.core.fleet_errors import is_retryable, is_unavailable_offering
 from actuator_svc.core.launch_template import BlockDevice, LaunchTemplateConfig
-from actuator_svc.core.node_class import ImageTerm, SecurityGroupTerm, SubnetTerm
+from actuator_svc.core.node_class import (
+    CapacityReservationTerm,
+    ImageTerm,
+    SecurityGroupTerm,
+    SubnetTerm,
+)
 from actuator_svc.errors import CloudPermanentError, CloudUnavailableError
 
 log = structlog.get_logger("actuator_svc.cloud.ec2")
@@ -412,6 +418,14 @@ class Ec2Cloud:
             data["IamInstanceProfile"] = {"Name": config.instance_profile}
         if config.block_devices:
             data["BlockDeviceMappings"] = [_block_device(b) for b in config.block_devices]
+        if config.capacity_reservation_id:
+            data["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {
+                    "CapacityReservationId": config.capacity_reservation_id
+                }
+            }
+            if config.capacity_block:
+                data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
         try:
             await self._call(
                 "CreateLaunchTemplate",
@@ -430,6 +444,42 @@ class Ec2Cloud:
             if "AlreadyExists" not in exc.code:
                 raise
         self._templates[config.name] = config
+
+    async def find_capacity_reservations(
+        self, terms: Sequence[CapacityReservationTerm]
+    ) -> list[CapacityReservation]:
+        """Active reservations matching any term: by id, or by tags (and owner)."""
+        found: dict[str, CapacityReservation] = {}
+        for term in terms:
+            kwargs: dict[str, Any] = {"Filters": [{"Name": "state", "Values": ["active"]}]}
+            if term.id:
+                kwargs["CapacityReservationIds"] = [term.id]
+            kwargs["Filters"] += _tag_filters(term.tags)
+            if term.owner_id:
+                kwargs["Filters"].append({"Name": "owner-id", "Values": [term.owner_id]})
+            try:
+                page = await self._call(
+                    "DescribeCapacityReservations",
+                    self._ec2.describe_capacity_reservations,
+                    **kwargs,
+                )
+            except CloudPermanentError as exc:
+                if exc.code.startswith("InvalidCapacityReservationId"):
+                    continue  # an id that does not exist (any more) selects nothing
+                raise
+            for item in page.get("CapacityReservations", []):
+                found[item["CapacityReservationId"]] = CapacityReservation(
+                    id=item["CapacityReservationId"],
+                    instance_type=item.get("InstanceType", ""),
+                    zone=item.get("AvailabilityZone", ""),
+                    owner_id=item.get("OwnerId", ""),
+                    reservation_type=item.get("ReservationType") or "default",
+                    instance_match_criteria=item.get("InstanceMatchCriteria", "open"),
+                    available_instance_count=int(item.get("AvailableInstanceCount", 0)),
+                    total_instance_count=int(item.get("TotalInstanceCount", 0)),
+                    end_time=item.get("EndDate"),
+                )
+        return sorted(found.values(), key=lambda r: r.id)
 
     async def find_launch_templates(self, tags: Mapping[str, str]) -> list[LaunchTemplate]:
         """The launch templates carrying all `tags`, page by page."""
@@ -473,6 +523,8 @@ class Ec2Cloud:
     async def create_fleet(self, request: FleetRequest) -> FleetResult:
         """One instant CreateFleet call; capacity errors come back in the result."""
         zone_of = {o.subnet_id: o.zone for t in request.templates for o in t.overrides}
+        # An instant fleet's capacity type: spot, on-demand or capacity-block (a Capacity
+        # Block's options are on-demand ones; its templates name the block).
         options_key = "SpotOptions" if request.capacity_type == "spot" else "OnDemandOptions"
         kwargs: dict[str, Any] = {
             "Type": "instant",
@@ -673,11 +725,22 @@ def _block_device(device: BlockDevice) -> dict[str, Any]:
 
 
 def _instance(data: Mapping[str, Any]) -> Instance:
+    lifecycle = data.get("InstanceLifecycle")
+    reservation = str(data.get("CapacityReservationId") or "")
+    capacity_type = "spot" if lifecycle == "spot" else "on-demand"
+    if reservation:
+        capacity_type = "reserved"
     return Instance(
         id=data["InstanceId"],
         instance_type=data.get("InstanceType", ""),
         zone=data.get("Placement", {}).get("AvailabilityZone", ""),
-        capacity_type="spot" if data.get("InstanceLifecycle") == "spot" else "on-demand",
+        capacity_type=capacity_type,
+        capacity_reservation_id=reservation,
+        capacity_reservation_type=(
+            ("capacity-block" if lifecycle == "capacity-block" else "default")
+            if reservation
+            else ""
+        ),
         state=data.get("State", {}).get("Name", ""),
         image_id=data.get("ImageId", ""),
         launch_time=data.get("LaunchTime"),

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from actuator_svc.cloud.provider import (
+    CapacityReservation,
     FleetError,
     FleetRequest,
     FleetResult,
@@ -30,7 +31,12 @@ from actuator_svc.cloud.provider import (
 )
 from actuator_svc.core.fleet_errors import IDEMPOTENT_PARAMETER_MISMATCH, is_capacity_type_wide
 from actuator_svc.core.launch_template import LaunchTemplateConfig
-from actuator_svc.core.node_class import ImageTerm, SecurityGroupTerm, SubnetTerm
+from actuator_svc.core.node_class import (
+    CapacityReservationTerm,
+    ImageTerm,
+    SecurityGroupTerm,
+    SubnetTerm,
+)
 from actuator_svc.core.offerings import SPOT, OfferingKey
 from actuator_svc.errors import CloudError, CloudPermanentError
 
@@ -76,6 +82,8 @@ class FakeCloud:
         self.od_prices = dict(on_demand_prices)
         self.spot = dict(spot_prices or {})
         self.subnets: list[tuple[Subnet, dict[str, str]]] = []
+        # (reservation, its tags): what find_capacity_reservations selects from.
+        self.capacity_reservations: list[tuple[CapacityReservation, dict[str, str]]] = []
         self.security_groups: list[FakeSecurityGroup] = []
         self.images: list[FakeImage] = []
         self.launch_templates: dict[str, LaunchTemplateConfig] = {}
@@ -148,6 +156,19 @@ class FakeCloud:
             )
         )
         return [SecurityGroup(i, name) for i, name in found]
+
+    async def find_capacity_reservations(
+        self, terms: Sequence[CapacityReservationTerm]
+    ) -> list[CapacityReservation]:
+        return [
+            r
+            for r, tags in self.capacity_reservations
+            if any(
+                (t.id == r.id if t.id else _matches(tags, t.tags))
+                and (not t.owner_id or t.owner_id == r.owner_id)
+                for t in terms
+            )
+        ]
 
     async def find_images(self, terms: Sequence[ImageTerm]) -> list[Image]:
         found = []

@@ -15,7 +15,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from actuator_svc.core.launch_template import LaunchTemplateConfig
-from actuator_svc.core.node_class import ImageTerm, SecurityGroupTerm, SubnetTerm
+from actuator_svc.core.node_class import (
+    CapacityReservationTerm,
+    ImageTerm,
+    SecurityGroupTerm,
+    SubnetTerm,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,22 @@ class Image:
     name: str
     architecture: str  # x86_64 | arm64
     creation_date: str  # ISO 8601; compares in time order
+
+
+@dataclass(frozen=True)
+class CapacityReservation:
+    """An active capacity reservation (On-Demand Capacity Reservation or Capacity Block)."""
+
+    id: str
+    instance_type: str
+    zone: str
+    owner_id: str
+    reservation_type: str  # default | capacity-block
+    instance_match_criteria: str  # open | targeted
+    available_instance_count: int
+    total_instance_count: int
+    end_time: datetime | None = None
+    state: str = "active"  # active | expiring (a block EC2 is reclaiming)
 
 
 @dataclass(frozen=True)
@@ -111,6 +132,9 @@ class Instance:
     tags: Mapping[str, str]
     subnet_id: str = ""
     security_group_ids: tuple[str, ...] = ()
+    # The capacity reservation it runs in (capacity type reserved) and that one's type.
+    capacity_reservation_id: str = ""
+    capacity_reservation_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,6 +182,12 @@ class CloudProvider(Protocol):
 
     async def find_images(self, terms: Sequence[ImageTerm]) -> list[Image]:
         """Available images matching any term (an alias matches every architecture)."""
+        ...
+
+    async def find_capacity_reservations(
+        self, terms: Sequence[CapacityReservationTerm]
+    ) -> list[CapacityReservation]:
+        """Active reservations matching any term (none: an empty list, not an error)."""
         ...
 
     async def ensure_launch_template(self, config: LaunchTemplateConfig) -> None:

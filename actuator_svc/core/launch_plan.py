@@ -5,6 +5,12 @@ capacity type (an instant fleet has a single default target capacity type): the 
 the most preferred offering still open, with every open offering of that type in claim order, at
 most 60 (EC2's and Karpenter's limit on overrides per call). When every spot offering has failed,
 the next call is on-demand, if the claim allows it.
+
+Reserved offerings launch into their capacity reservation: an On-Demand Capacity Reservation
+is an on-demand launch whose template targets it, a Capacity Block a `capacity-block` launch
+(EC2 takes no mix of the two in one call, so a batch holds one reservation type). When every
+reserved offering has failed (ReservationCapacityExceeded), the next call carries the next
+capacity type the claim lists, at once.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from actuator_svc.core.offerings import SPOT, OfferingKey
+from actuator_svc.core.offerings import CAPACITY_BLOCK, ON_DEMAND, RESERVED, SPOT, OfferingKey
 
 MAX_OVERRIDES_PER_FLEET: Final = 60
 SPOT_ALLOCATION_STRATEGY: Final = "price-capacity-optimized"
@@ -28,6 +34,14 @@ class FleetBatch:
 
     capacity_type: str
     offerings: tuple[OfferingKey, ...]
+
+    @property
+    def fleet_capacity_type(self) -> str:
+        """CreateFleet's DefaultTargetCapacityType: spot, on-demand or capacity-block."""
+        if self.capacity_type != RESERVED:
+            return self.capacity_type
+        blocks = self.offerings[0].capacity_reservation_type == CAPACITY_BLOCK
+        return CAPACITY_BLOCK if blocks else ON_DEMAND
 
     @property
     def allocation_strategy(self) -> str:
@@ -54,6 +68,12 @@ def next_batch(
         open_offerings.append(key)
     if not open_offerings:
         return None
-    capacity_type = open_offerings[0].capacity_type
-    chosen = tuple(k for k in open_offerings if k.capacity_type == capacity_type)[:max_overrides]
+    first = open_offerings[0]
+    capacity_type = first.capacity_type
+    chosen = tuple(
+        k
+        for k in open_offerings
+        if k.capacity_type == capacity_type
+        and k.capacity_reservation_type == first.capacity_reservation_type
+    )[:max_overrides]
     return FleetBatch(capacity_type=capacity_type, offerings=chosen)

@@ -47,12 +47,19 @@ class LaunchTemplateConfig:
     metadata_options: MetadataOptions = field(default_factory=MetadataOptions)
     associate_public_ip_address: bool = False
     tags: Mapping[str, str] = field(default_factory=dict)
+    # Launches from this template run in this capacity reservation (a Capacity Block when
+    # capacity_block): EC2 takes the target from the template, not from CreateFleet.
+    capacity_reservation_id: str = ""
+    capacity_block: bool = False
 
     @property
     def digest(self) -> str:
         """A stable hash of the configuration."""
         data: dict[str, Any] = asdict(self)
         data["tags"] = sorted(self.tags.items())
+        if not self.capacity_reservation_id:
+            # Unchanged names for the templates that existed before reservations did.
+            del data["capacity_reservation_id"], data["capacity_block"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 

@@ -47,6 +47,16 @@ class ImageTerm:
 
 
 @dataclass(frozen=True)
+class CapacityReservationTerm:
+    """Matches the reservation with this id, or every one carrying all these tags (and owned by
+    owner_id when given)."""
+
+    id: str = ""
+    owner_id: str = ""
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class NodeClassSpec:
     """The launch-relevant part of an EC2NodeClass."""
 
@@ -61,6 +71,7 @@ class NodeClassSpec:
     metadata_options: MetadataOptions = field(default_factory=MetadataOptions)
     associate_public_ip_address: bool = False
     ami_family: str = AL2023
+    capacity_reservation_terms: tuple[CapacityReservationTerm, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,14 @@ SPOT: Final = "spot"
 ON_DEMAND: Final = "on-demand"
 RESERVED: Final = "reserved"
 CAPACITY_TYPES: Final = frozenset({SPOT, ON_DEMAND, RESERVED})
-# Reserved capacity needs capacity-reservation targeting, which this actuator does not do yet.
-LAUNCHABLE_CAPACITY_TYPES: Final = frozenset({SPOT, ON_DEMAND})
+LAUNCHABLE_CAPACITY_TYPES: Final = CAPACITY_TYPES
+# Reservation types (EC2's ReservationType): an On-Demand Capacity Reservation, a Capacity Block.
+RESERVATION_DEFAULT: Final = "default"
+CAPACITY_BLOCK: Final = "capacity-block"
+RESERVATION_TYPES: Final = frozenset({RESERVATION_DEFAULT, CAPACITY_BLOCK})
+# A reserved offering is already paid for: priced at the on-demand price over this, so it is
+# chosen first yet keeps the types' relative order (Karpenter divides by the same constant).
+RESERVED_PRICE_DIVISOR: Final = 10_000_000.0
 
 
 @dataclass(frozen=True, order=True)
@@ -20,9 +26,13 @@ class OfferingKey:
     instance_type: str
     zone: str
     capacity_type: str
+    # For reserved offerings: the reservation and its type (default | capacity-block).
+    capacity_reservation_id: str = ""
+    capacity_reservation_type: str = ""
 
     def __str__(self) -> str:
-        return f"{self.capacity_type}/{self.instance_type}/{self.zone}"
+        text = f"{self.capacity_type}/{self.instance_type}/{self.zone}"
+        return f"{text}/{self.capacity_reservation_id}" if self.capacity_reservation_id else text
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Final
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from actuator_svc.cloud.provider import Instance
+from actuator_svc.cloud.provider import CapacityReservation, Instance
 from actuator_svc.core.allocatable import KubeletSettings, NodeResources
 from actuator_svc.core.catalog import CatalogInstanceType
 from actuator_svc.core.kube_names import label_key_problem, label_value_problem, subdomain_problem
@@ -18,13 +18,21 @@ from actuator_svc.core.launch_template import BlockDevice, MetadataOptions
 from actuator_svc.core.node_class import (
     AL2023,
     AMI_FAMILIES,
+    CapacityReservationTerm,
     ImageTerm,
     LaunchRequest,
     NodeClassSpec,
     SecurityGroupTerm,
     SubnetTerm,
 )
-from actuator_svc.core.offerings import LAUNCHABLE_CAPACITY_TYPES, OfferingKey, PricedOffering
+from actuator_svc.core.offerings import (
+    LAUNCHABLE_CAPACITY_TYPES,
+    RESERVATION_DEFAULT,
+    RESERVATION_TYPES,
+    RESERVED,
+    OfferingKey,
+    PricedOffering,
+)
 from actuator_svc.core.tags import (
     MAX_TAGS_PER_RESOURCE,
     NAME_TAG,
@@ -53,6 +61,7 @@ _DAIKU_TAGS: Final = 6
 _OFFERING_TEXT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
 # A Kubernetes uid is a UUID; any short id of these characters is taken.
 _UID_TEXT = re.compile(r"^[A-Za-z0-9-]{1,128}$")
+_RESERVATION_ID = re.compile(r"^cr-[0-9a-z]{1,32}$")
 _TAINT_EFFECTS: Final = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 _ALIAS_FAMILIES: Final = frozenset({"al2023"})
 GIB: Final = 1024**3
@@ -167,6 +176,7 @@ def _check_node_class_limits(node_class: pb.NodeClass, field: str) -> None:
         "subnet_selector_terms",
         "security_group_selector_terms",
         "ami_selector_terms",
+        "capacity_reservation_selector_terms",
     ):
         _at_most(getattr(node_class, terms_field), MAX_SELECTOR_TERMS, f"{field}.{terms_field}")
     user_data_bytes = len(node_class.user_data.encode())
@@ -324,7 +334,23 @@ def node_class_from_proto(node_class: pb.NodeClass, field: str = "node_class") -
         metadata_options=metadata,
         associate_public_ip_address=node_class.associate_public_ip_address,
         ami_family=ami_family,
+        capacity_reservation_terms=_reservation_terms(node_class, field),
     )
+
+
+def _reservation_terms(node_class: pb.NodeClass, field: str) -> tuple[CapacityReservationTerm, ...]:
+    """Karpenter's rules: a term is an id alone, or tags with an optional owner."""
+    terms = []
+    for i, r in enumerate(node_class.capacity_reservation_selector_terms):
+        where = f"{field}.capacity_reservation_selector_terms[{i}]"
+        if not (r.id or r.tags):
+            raise InvalidRequestError(where, "needs id or tags")
+        if r.id and (r.tags or r.owner_id):
+            raise InvalidRequestError(where, "id cannot be combined with tags or owner_id")
+        if r.id and not _RESERVATION_ID.match(r.id):
+            raise InvalidRequestError(f"{where}.id", f"{r.id!r} is not a cr-... id")
+        terms.append(CapacityReservationTerm(id=r.id, owner_id=r.owner_id, tags=dict(r.tags)))
+    return tuple(terms)
 
 
 def launch_request_from_proto(request: pb.LaunchNodeClaimRequest) -> LaunchRequest:
@@ -348,7 +374,7 @@ def launch_request_from_proto(request: pb.LaunchNodeClaimRequest) -> LaunchReque
                 f"offerings[{i}].capacity_type",
                 f"{o.capacity_type!r} is not one of {sorted(LAUNCHABLE_CAPACITY_TYPES)}",
             )
-        offerings.append(OfferingKey(o.instance_type, o.zone, o.capacity_type))
+        offerings.append(_offering_key(o, f"offerings[{i}]"))
     if not request.HasField("node_class"):
         raise InvalidRequestError("node_class", "is required")
     return LaunchRequest(
@@ -371,6 +397,23 @@ def _uid(value: str) -> str:
             "nodeclaim_uid", f"{shown} may hold only a-z, A-Z, 0-9 and '-' (128 at most)"
         )
     return value
+
+
+def _offering_key(o: pb.Offering, field: str) -> OfferingKey:
+    """A launch offering; a reserved one names its reservation and the reservation's type."""
+    if o.capacity_type != RESERVED:
+        return OfferingKey(o.instance_type, o.zone, o.capacity_type)
+    if not _RESERVATION_ID.match(o.capacity_reservation_id):
+        raise InvalidRequestError(
+            f"{field}.capacity_reservation_id",
+            f"a reserved offering needs its reservation's cr-... id, got "
+            f"{o.capacity_reservation_id!r}",
+        )
+    reservation_type = o.capacity_reservation_type or RESERVATION_DEFAULT
+    _one_of(reservation_type, RESERVATION_TYPES, f"{field}.capacity_reservation_type")
+    return OfferingKey(
+        o.instance_type, o.zone, RESERVED, o.capacity_reservation_id, reservation_type
+    )
 
 
 def resources_to_proto(resources: NodeResources) -> pb.Resources:
@@ -402,7 +445,11 @@ def offering_to_proto(offering: PricedOffering) -> pb.Offering:
 def key_to_proto(key: OfferingKey) -> pb.Offering:
     """An offering named by its key only."""
     return pb.Offering(
-        instance_type=key.instance_type, zone=key.zone, capacity_type=key.capacity_type
+        instance_type=key.instance_type,
+        zone=key.zone,
+        capacity_type=key.capacity_type,
+        capacity_reservation_id=key.capacity_reservation_id,
+        capacity_reservation_type=key.capacity_reservation_type,
     )
 
 
@@ -449,6 +496,8 @@ def launch_result_to_proto(result: LaunchResult) -> pb.LaunchNodeClaimResponse:
         launch_time=_datetime_timestamp(instance.launch_time),
         subnet_id=instance.subnet_id,
         security_group_ids=list(instance.security_group_ids),
+        capacity_reservation_id=instance.capacity_reservation_id,
+        capacity_reservation_type=instance.capacity_reservation_type,
     )
 
 
@@ -473,6 +522,7 @@ def nodeclaim_to_proto(instance: Instance) -> pb.NodeClaim:
         tags=dict(instance.tags),
         subnet_id=instance.subnet_id,
         security_group_ids=list(instance.security_group_ids),
+        capacity_reservation_id=instance.capacity_reservation_id,
     )
 
 
@@ -521,4 +571,22 @@ def resolution_to_proto(resolution: NodeClassResolution) -> pb.ResolveNodeClassR
             )
             for i in resolution.images
         ],
+        capacity_reservations=[_reservation_to_proto(r) for r in resolution.reservations],
     )
+
+
+def _reservation_to_proto(r: CapacityReservation) -> pb.ResolvedCapacityReservation:
+    message = pb.ResolvedCapacityReservation(
+        id=r.id,
+        instance_type=r.instance_type,
+        zone=r.zone,
+        owner_id=r.owner_id,
+        reservation_type=r.reservation_type,
+        instance_match_criteria=r.instance_match_criteria,
+        available_instance_count=r.available_instance_count,
+        total_instance_count=r.total_instance_count,
+        state=r.state,
+    )
+    if r.end_time is not None:
+        message.end_time.FromDatetime(r.end_time)
+    return message

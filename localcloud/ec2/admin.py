@@ -1,11 +1,12 @@
 """The emulator's admin API under `/_localcloud/`: capacity pools, injected faults and
-CreateFleet answers, interruption messages, impaired instances, and the recorded CreateFleet
-calls (JSON in and out; a bad body is a 400 naming the problem)."""
+CreateFleet answers, capacity reservations, interruption messages, impaired instances, and the
+recorded CreateFleet calls (JSON in and out; a bad body is a 400 naming the problem)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
@@ -51,6 +52,7 @@ class AdminApi:
                 call.to_json() for call in self._state.create_fleet_calls()
             ],
             ("DELETE", "create-fleet-calls"): lambda _: self._state.clear_create_fleet_calls(),
+            ("POST", "capacity-reservations"): self._admin_create_reservation,
         }
         handler = routes.get((request.method, path))
         if handler is None:
@@ -125,6 +127,26 @@ class AdminApi:
         if self._state.impair is None:
             raise ValueError("the emulator cannot impair instances before it has started")
         self._state.impair(payload)
+
+    def _admin_create_reservation(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """An On-Demand Capacity Reservation or (reservation_type capacity-block, with
+        end_date ISO 8601) a Capacity Block; answers DescribeCapacityReservations' item."""
+        from localcloud.ec2.app import DEFAULT_ACCOUNT_ID  # app imports this module
+
+        end = payload.get("end_date")
+        state = self._state
+        reservation = state.reservations.create(
+            instance_type=str(payload["instance_type"]),
+            zone=str(payload["zone"]),
+            count=int(payload["count"]),
+            owner_id=str(payload.get("owner_id") or DEFAULT_ACCOUNT_ID),
+            reservation_type=str(payload.get("reservation_type") or "default"),
+            end_date=datetime.fromisoformat(str(end)) if end else None,
+            tags={str(k): str(v) for k, v in (payload.get("tags") or {}).items()},
+        )
+        item = reservation.to_response(state.reservations.clock(), state.region)
+        answer: dict[str, Any] = json.loads(json.dumps(item, default=str))
+        return answer
 
     def _admin_interrupt(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self._state.send_event is None:

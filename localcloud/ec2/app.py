@@ -45,6 +45,7 @@ from localcloud.ec2.capacity import (
 from localcloud.ec2.describe_instances import DescribeError, InstanceResponses, changes_instances
 from localcloud.ec2.fleet import FleetContext, FleetOutcome, FleetRequestError, run_instant_fleet
 from localcloud.ec2.pricing import get_products
+from localcloud.ec2.reservations import CapacityReservations, ReservationError
 from localcloud.ec2.spot_prices import spot_price
 
 log = structlog.get_logger(__name__)
@@ -100,6 +101,7 @@ class EmulatorState:
     pools: CapacityPools = field(default_factory=CapacityPools)
     faults: FaultInjector = field(default_factory=FaultInjector)
     fleet_answers: FleetAnswers = field(default_factory=FleetAnswers)
+    reservations: CapacityReservations = field(default_factory=CapacityReservations)
     ec2_lock: threading.RLock = field(default_factory=threading.RLock)
     # DescribeInstances renderings, reused while instances stay the same (under ec2_lock)
     instance_responses: InstanceResponses = field(default_factory=InstanceResponses)
@@ -238,9 +240,12 @@ class Ec2EmulatorApp:
             answer = list(self._moto_app(environ, capture_status))
             if changes_instances(action):
                 self._state.instance_responses.invalidate()
-        notify = self._state.on_instances_terminated
-        if action == "TerminateInstances" and notify and statuses[0].startswith("200"):
-            notify(list(_parse_ec2("TerminateInstances", form).get("InstanceIds") or []))
+        if action == "TerminateInstances" and statuses[0].startswith("200"):
+            terminated = list(_parse_ec2("TerminateInstances", form).get("InstanceIds") or [])
+            self._state.reservations.release(terminated)
+            notify = self._state.on_instances_terminated
+            if notify:
+                notify(terminated)
         return answer
 
     def _emulated(
@@ -262,6 +267,9 @@ class Ec2EmulatorApp:
             "DescribeSpotPriceHistory": self._spot_price_history,
             "DescribeInstances": self._describe_instances,
             "DeleteLaunchTemplate": self._delete_launch_template,
+            "CreateCapacityReservation": self._capacity_reservations,
+            "DescribeCapacityReservations": self._capacity_reservations,
+            "CancelCapacityReservation": self._capacity_reservations,
         }.get(action)
         return None if answer is None else answer(request, form)
 
@@ -282,6 +290,47 @@ class Ec2EmulatorApp:
             f"The specified launch template, with template name {name}, does not exist.",
             400,
         )
+
+    def _capacity_reservations(self, request: Request, form: MultiDict[str, str]) -> Response:
+        """Create, Describe and CancelCapacityReservation (moto has none of them)."""
+        account, region = _account_and_region(request, self._state.region)
+        action = form.get("Action", "")
+        params = _parse_ec2(action, form)
+        reservations = self._state.reservations
+        result: dict[str, Any]
+        try:
+            if action == "CreateCapacityReservation":
+                tags = {
+                    str(t["Key"]): str(t.get("Value", ""))
+                    for spec in params.get("TagSpecifications") or []
+                    for t in spec.get("Tags") or []
+                }
+                created = reservations.create(
+                    instance_type=str(params["InstanceType"]),
+                    zone=str(params.get("AvailabilityZone") or f"{region}a"),
+                    count=int(params["InstanceCount"]),
+                    owner_id=account,
+                    end_date=params.get("EndDate"),
+                    tags=tags,
+                    instance_match_criteria=str(params.get("InstanceMatchCriteria") or "open"),
+                )
+                result = {"CapacityReservation": created.to_response(reservations.clock(), region)}
+            elif action == "CancelCapacityReservation":
+                reservations.cancel(str(params["CapacityReservationId"]))
+                result = {"Return": True}
+            else:
+                filters = {
+                    str(f["Name"]): [str(v) for v in f.get("Values") or []]
+                    for f in params.get("Filters") or []
+                }
+                result = {
+                    "CapacityReservations": reservations.describe(
+                        params.get("CapacityReservationIds") or [], filters, region
+                    )
+                }
+        except ReservationError as error:
+            return ec2_error_response(error.code, error.message, 400)
+        return Response(_serialize_ec2(action, result), status=200, content_type="text/xml")
 
     def _describe_instances(self, request: Request, form: MultiDict[str, str]) -> Response | None:
         if not self._state.fast_describe_instances:
@@ -368,6 +417,7 @@ class Ec2EmulatorApp:
                     context=context,
                     fleet_id=fleet_id,
                     launch_tags={"instance": {"aws:ec2:fleet-id": fleet_id}},
+                    reservations=state.reservations,
                 )
             except FleetRequestError as error:
                 self._record_failure(token, received, error.code)

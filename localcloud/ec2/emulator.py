@@ -31,6 +31,7 @@ from localcloud.ec2.capacity import (
     InjectedFleetAnswer,
     PoolKey,
 )
+from localcloud.ec2.reservations import DEFAULT, CapacityReservation
 
 log = structlog.get_logger(__name__)
 
@@ -226,6 +227,28 @@ class Ec2Emulator:
             PoolKey(instance_type, zone, capacity_type), available=available, error_code=error_code
         )
 
+    def create_capacity_reservation(
+        self,
+        *,
+        instance_type: str,
+        zone: str,
+        count: int,
+        reservation_type: str = DEFAULT,
+        end_date: datetime | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> CapacityReservation:
+        """An On-Demand Capacity Reservation, or (`reservation_type="capacity-block"`, with
+        `end_date`) a Capacity Block, owned by the emulator's account."""
+        return self._state.reservations.create(
+            instance_type=instance_type,
+            zone=zone,
+            count=count,
+            owner_id=self.account_id,
+            reservation_type=reservation_type,
+            end_date=end_date,
+            tags=tags,
+        )
+
     def reset_capacity(self) -> None:
         """Give every pool capacity again."""
         self._state.pools.reset()
@@ -306,6 +329,7 @@ class Ec2Emulator:
 
         with self._state.ec2_lock:
             ec2_backends[self.account_id][self.region].terminate_instances([instance_id])
+        self._state.reservations.release([instance_id])
         if self._state.on_instances_terminated is not None:
             self._state.on_instances_terminated([instance_id])
 

@@ -10,6 +10,12 @@ implies (on-demand `lowest-price` by on-demand price, `prioritized` by Priority;
 price, `capacity-optimized-prioritized` by Priority), the first pool with capacity gets the
 whole target capacity, and every pool tried before it is reported in `Errors[]`. When none
 has capacity nothing is launched and every pool is reported.
+
+An override whose launch template targets a capacity reservation
+(`CapacityReservationSpecification.CapacityReservationTarget`) launches into that reservation
+instead of the on-demand pool: it takes one of the reservation's free slots or fails with
+`ReservationCapacityExceeded` (see `localcloud.ec2.reservations`). A `capacity-block` fleet
+must target one.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from localcloud.ec2.capacity import CapacityPools, PoolKey
+from localcloud.ec2.reservations import CAPACITY_BLOCK, CapacityReservations
 from localcloud.ec2.spot_prices import spot_price
 
 UNSUPPORTED = "Unsupported"
@@ -50,9 +57,13 @@ class FleetCandidate:
     price: float
     weighted_capacity: float
     problem: tuple[str, str] | None = None
+    # The capacity reservation the launch template targets ("" for none).
+    reservation_id: str = ""
 
     def pool(self, capacity_type: str) -> PoolKey:
-        return PoolKey(self.instance_type, self.zone, capacity_type)
+        # A Capacity Block is on-demand capacity set aside; pools know spot and on-demand only.
+        pool_type = "on-demand" if capacity_type == CAPACITY_BLOCK else capacity_type
+        return PoolKey(self.instance_type, self.zone, pool_type)
 
     def launch_template_and_overrides(self) -> dict[str, Any]:
         return {
@@ -129,10 +140,11 @@ def fleet_capacity_type(params: Mapping[str, Any]) -> tuple[str, int]:
     capacity_type = target.get("DefaultTargetCapacityType")
     if capacity_type is None:
         capacity_type = "spot" if int(target.get("SpotTargetCapacity") or 0) > 0 else "on-demand"
-    if capacity_type not in ("spot", "on-demand"):
+    if capacity_type not in ("spot", "on-demand", CAPACITY_BLOCK):
         raise FleetRequestError(
             INVALID_PARAMETER,
-            f"DefaultTargetCapacityType must be spot or on-demand, got {capacity_type!r}",
+            "DefaultTargetCapacityType must be spot, on-demand or capacity-block, got "
+            f"{capacity_type!r}",
         )
     return str(capacity_type), int(total)
 
@@ -226,6 +238,15 @@ def _candidates_for_override(
 
     on_demand = context.on_demand_prices.get(str(instance_type))
     priority = override.get("Priority")
+    target = (template_data.get("CapacityReservationSpecification") or {}).get(
+        "CapacityReservationTarget"
+    ) or {}
+    reservation_id = str(target.get("CapacityReservationId") or "")
+    if capacity_type == CAPACITY_BLOCK and not reservation_id:
+        raise FleetRequestError(
+            INVALID_PARAMETER,
+            "a capacity-block fleet needs launch templates that target a Capacity Block",
+        )
     weighted_capacity = float(override.get("WeightedCapacity") or 1.0)
     candidates = []
     for offset, (zone, zone_subnet_id, expanded) in enumerate(zones):
@@ -251,6 +272,7 @@ def _candidates_for_override(
                 price=price,
                 weighted_capacity=weighted_capacity,
                 problem=_offering_problem(str(instance_type), zone, context),
+                reservation_id=reservation_id,
             )
         )
     return candidates
@@ -306,6 +328,7 @@ def run_instant_fleet(
     context: FleetContext,
     fleet_id: str,
     launch_tags: Mapping[str, Mapping[str, str]],
+    reservations: CapacityReservations | None = None,
 ) -> FleetOutcome:
     """Plan the fleet, launch from the first pool with capacity, report the pools that failed."""
     capacity_type, total_capacity = fleet_capacity_type(params)
@@ -314,9 +337,20 @@ def run_instant_fleet(
     )
     errors: list[FleetError] = []
     for candidate in ordered:
+        if candidate.reservation_id:
+            refused = (
+                reservations.take(candidate.reservation_id, candidate.instance_type, candidate.zone)
+                if reservations is not None
+                else ("InvalidCapacityReservationId.NotFound", "no capacity reservations here")
+            )
+            if refused is not None:
+                errors.append(FleetError(candidate, capacity_type, *refused))
+                continue
         # A pool the driver marked unavailable fails with the code it chose, even where moto's
         # data says the zone does not offer the type: the explicit setup is what a test means.
-        pool_error = pools.error_for(candidate.pool(capacity_type))
+        pool_error = (
+            None if candidate.reservation_id else pools.error_for(candidate.pool(capacity_type))
+        )
         if pool_error is not None:
             message = _pool_message(candidate, pool_error)
             errors.append(FleetError(candidate, capacity_type, pool_error, message))
@@ -335,6 +369,8 @@ def run_instant_fleet(
             launch_tags=launch_tags,
             context=context,
         )
+        if candidate.reservation_id and reservations is not None:
+            reservations.assign(candidate.reservation_id, instance_ids)
         launch = FleetLaunch(candidate, capacity_type, tuple(instance_ids))
         return FleetOutcome(fleet_id, capacity_type, tuple(ordered), tuple(errors), launch)
     return FleetOutcome(fleet_id, capacity_type, tuple(ordered), tuple(errors), None)
@@ -402,6 +438,13 @@ def _launch(
     if params.get("ClientToken"):
         kwargs["client_token"] = params["ClientToken"]
     reservation = backend.run_instances(candidate.image_id or "", count, None, [], **kwargs)
+    for instance in reservation.instances:
+        if candidate.reservation_id:
+            # What DescribeInstances shows of an instance in a reservation (moto's serializer
+            # reads these attributes by name).
+            instance.capacity_reservation_id = candidate.reservation_id
+            if capacity_type == CAPACITY_BLOCK:
+                instance.lifecycle = CAPACITY_BLOCK
     return [str(instance.id) for instance in reservation.instances]
 
 

@@ -3,9 +3,7 @@
 The collector indexes every object's ownerReferences as the store commits it, and:
 - deletes the dependents of a removed owner once none of their owners remain (Background);
 - holds an owner deleted with `propagationPolicy=Foreground` (finalizer `foregroundDeletion`)
-  until its dependents are gone, then removes it; dependents with dependents of their own are
-  deleted in the foreground too, so a Deployment waits for its ReplicaSet, which waits for
-  its pods;
+  until its dependents are gone, then removes it;
 - strips the owner reference from the dependents of an owner deleted with `Orphan`;
 - collects, on the next loop iteration, an object created or updated with owner references
   none of which exists.
@@ -76,12 +74,8 @@ class GarbageCollector:
                             del self._dependents_of[owner_uid]
 
     def delete_dependents(self, owner_uid: str) -> None:
-        """Delete each dependent none of whose owners remains. Under an owner deleted in the
-        foreground, a dependent that has dependents of its own is deleted in the foreground
-        too, so the tree goes level by level (pods, then their ReplicaSet, then the
-        Deployment), as kube's collector does; the others go in the background."""
+        """Delete (in the background) each dependent none of whose owners remains."""
         store = self._store
-        foreground = self._is_deleting_in_foreground(owner_uid)
         for key, namespace, name in sorted(self._dependents_of.get(owner_uid, set())):
             rt = store._types.get(key)
             if rt is None:
@@ -96,12 +90,7 @@ class GarbageCollector:
                 for o in owners
             )
             if owner_gone:
-                policy = (
-                    "Foreground"
-                    if foreground and self.has_dependents(str(obj["metadata"].get("uid")))
-                    else "Background"
-                )
-                store._delete(rt, name, namespace or None, propagation_policy=policy)
+                store._delete(rt, name, namespace or None, propagation_policy="Background")
 
     def _is_deleting_in_foreground(self, uid: str) -> bool:
         store = self._store

@@ -61,6 +61,8 @@ class IndexedOffering(NamedTuple):
     type_position: int
     zone: str
     capacity_type: str
+    capacity_reservation_id: str = ""
+    capacity_reservation_type: str = ""
 
 
 class CatalogIndex:
@@ -93,12 +95,24 @@ class CatalogIndex:
             offerings = tuple(
                 sorted(
                     (
-                        IndexedOffering(o.price_per_hour, position, o.zone, o.capacity_type)
+                        IndexedOffering(
+                            o.price_per_hour,
+                            position,
+                            o.zone,
+                            o.capacity_type,
+                            o.capacity_reservation_id,
+                            o.capacity_reservation_type,
+                        )
                         for o in instance_type.offerings
                         if o.available
                         and (instance_type.name, o.zone, o.capacity_type) not in exhausted
                     ),
-                    key=lambda o: (o.price_per_hour, o.zone, o.capacity_type),
+                    key=lambda o: (
+                        o.price_per_hour,
+                        o.zone,
+                        o.capacity_type,
+                        o.capacity_reservation_id,
+                    ),
                 )
             )
             self.offerings.append(offerings)
@@ -250,10 +264,23 @@ class CatalogIndex:
             ]
         names = self.names
         offers.sort(
-            key=lambda o: (o.price_per_hour, names[o.type_position], o.zone, o.capacity_type)
+            key=lambda o: (
+                o.price_per_hour,
+                names[o.type_position],
+                o.zone,
+                o.capacity_type,
+                o.capacity_reservation_id,
+            )
         )
         result = tuple(
-            OfferingOption(names[o.type_position], o.zone, o.capacity_type, o.price_per_hour)
+            OfferingOption(
+                names[o.type_position],
+                o.zone,
+                o.capacity_type,
+                o.price_per_hour,
+                o.capacity_reservation_id,
+                o.capacity_reservation_type,
+            )
             for o in offers
         )
         if len(self._option_cache) < _MEMO_ENTRIES:

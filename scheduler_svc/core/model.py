@@ -432,6 +432,9 @@ class Offering:
     price_per_hour: float
     available: bool = True
     zone_id: str = ""
+    # A reserved offering's capacity reservation and its type (default | capacity-block).
+    capacity_reservation_id: str = ""
+    capacity_reservation_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -479,6 +482,8 @@ class OfferingOption:
     zone: str
     capacity_type: str
     price_per_hour: float
+    capacity_reservation_id: str = ""
+    capacity_reservation_type: str = ""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,15 @@ class AmiTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityReservationTerm:
+    """Karpenter's capacityReservationSelectorTerms entry: an id, or tags with an owner."""
+
+    id: str = ""
+    tags: Pairs = ()
+    owner_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class BlockDeviceMapping:
     device_name: str = ""
     root_volume: bool = False
@@ -81,6 +90,7 @@ class NodeClassSpec:
     metadata_options: MetadataOptions = MetadataOptions()
     ami_family: str = ""
     associate_public_ip_address: bool = False
+    capacity_reservation_terms: tuple[CapacityReservationTerm, ...] = ()
 
     @property
     def root_volume_size_bytes(self) -> int:

@@ -21,6 +21,7 @@ actuator client converts those values to the contract's messages.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -43,6 +44,7 @@ from scheduler_svc.core.model import (
 from scheduler_svc.core.nodeclass import (
     AmiTerm,
     BlockDeviceMapping,
+    CapacityReservationTerm,
     KubeletSpec,
     MetadataOptions,
     NodeClassSpec,
@@ -62,6 +64,7 @@ from scheduler_svc.core.requirements import (
     RequirementError,
     contradiction,
 )
+from scheduler_svc.core.reservations import CapacityReservation
 from scheduler_svc.core.taints import Taint, TaintEffect, Toleration
 from scheduler_svc.errors import InvalidObjectError
 from scheduler_svc.kube.resources import KubeObject
@@ -734,7 +737,61 @@ def node_class_from_k8s(obj: KubeObject) -> NodeClassSpec:
         ),
         ami_family=text(spec.get("amiFamily"), "spec.amiFamily"),
         associate_public_ip_address=bool(spec.get("associatePublicIPAddress", False)),
+        capacity_reservation_terms=tuple(
+            CapacityReservationTerm(
+                id=text(t.get("id"), f"{at}.id"),
+                tags=tags(t.get("tags"), f"{at}.tags"),
+                owner_id=text(t.get("ownerID"), f"{at}.ownerID"),
+            )
+            for at, t in terms("capacityReservationSelectorTerms")
+        ),
     )
+
+
+def capacity_reservations_from_k8s(obj: KubeObject) -> tuple[CapacityReservation, ...]:
+    """The reservations an EC2NodeClass's status lists (status.capacityReservations, written
+    by the status controller from ResolveNodeClass); a malformed entry raises
+    InvalidObjectError naming it."""
+    reader = _Reader(obj, "EC2NodeClass")
+    status = reader.mapping(obj.get("status"), "status")
+    found = []
+    for i, item in enumerate(
+        reader.items(status.get("capacityReservations"), "status.capacityReservations")
+    ):
+        at = f"status.capacityReservations[{i}]"
+        entry = reader.mapping(item, at)
+        end = reader.text(entry.get("endTime"), f"{at}.endTime", default="")
+        try:
+            end_time = datetime.fromisoformat(end) if end else None
+        except ValueError as error:
+            raise reader.error(f"{at}.endTime", f"not an RFC 3339 time: {end!r}") from error
+        found.append(
+            CapacityReservation(
+                id=reader.text(entry.get("id"), f"{at}.id", default=""),
+                instance_type=reader.text(
+                    entry.get("instanceType"), f"{at}.instanceType", default=""
+                ),
+                zone=reader.text(
+                    entry.get("availabilityZone"), f"{at}.availabilityZone", default=""
+                ),
+                reservation_type=reader.text(
+                    entry.get("reservationType"), f"{at}.reservationType", default="default"
+                ),
+                available=reader.integer(
+                    entry.get("availableInstanceCount"), f"{at}.availableInstanceCount", default=0
+                ),
+                total=reader.integer(
+                    entry.get("totalInstanceCount"), f"{at}.totalInstanceCount", default=0
+                ),
+                owner_id=reader.text(entry.get("ownerID"), f"{at}.ownerID", default=""),
+                instance_match_criteria=reader.text(
+                    entry.get("instanceMatchCriteria"), f"{at}.instanceMatchCriteria", default=""
+                ),
+                end_time=end_time,
+                state=reader.text(entry.get("state"), f"{at}.state", default="active"),
+            )
+        )
+    return tuple(found)
 
 
 def _block_device_mapping(reader: _Reader, mapping: dict[str, Any], at: str) -> BlockDeviceMapping:

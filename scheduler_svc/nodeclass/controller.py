@@ -4,9 +4,14 @@ actuator's ResolveNodeClass, written to its status subresource in Karpenter v1's
     status.subnets         [{id, zone, zoneID}]      every matching subnet
     status.securityGroups  [{id, name}]              every matching security group
     status.amis            [{id, name, requirements}] the AMI a launch uses per architecture
+    status.capacityReservations [{id, instanceType, availabilityZone, ownerID, reservationType,
+                           instanceMatchCriteria, state, endTime, availableInstanceCount,
+                           totalInstanceCount}]  what capacityReservationSelectorTerms select
+                           (the last two are daiku's: the room the provisioner plans with)
     conditions             SubnetsReady, SecurityGroupsReady, AMIsReady and Ready
 
-Each class is resolved when the controller starts leading, when its spec changes and every
+Each class is resolved when the controller starts leading, when its spec changes, when a
+NodeClaim in one of its reservations is launched or deleted (the free counts moved), and every
 `interval_seconds` (a new AMI published under the same selector shows up within one
 interval). Terms that select nothing (FAILED_PRECONDITION) set their condition and `Ready`
 False with the actuator's message (and a Warning Event `NodeClassNotReady` when it turns so);
@@ -22,12 +27,14 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any, NoReturn, Protocol
 
 import structlog
 
 from scheduler_svc.actuator_client import NodeClassResolution
 from scheduler_svc.core.nodeclass import NodeClassSpec
+from scheduler_svc.core.reservations import LABEL_RESERVATION_ID, CapacityReservation
 from scheduler_svc.errors import (
     ActuatorError,
     FailedPreconditionError,
@@ -37,7 +44,7 @@ from scheduler_svc.errors import (
     KubeNotFoundError,
 )
 from scheduler_svc.kube.convert import node_class_from_k8s
-from scheduler_svc.kube.resources import EC2_NODE_CLASSES, KubeObject
+from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_CLAIMS, KubeObject
 from scheduler_svc.kube.writer import (
     KubeWriter,
     condition,
@@ -106,7 +113,28 @@ def status_from_resolution(resolution: NodeClassResolution) -> dict[str, Any]:
             }
             for a in resolution.amis
         ],
+    } | (
+        {"capacityReservations": [_reservation_status(r) for r in resolution.capacity_reservations]}
+        if resolution.capacity_reservations
+        else {}
+    )
+
+
+def _reservation_status(r: CapacityReservation) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": r.id,
+        "instanceType": r.instance_type,
+        "availabilityZone": r.zone,
+        "ownerID": r.owner_id,
+        "reservationType": r.reservation_type,
+        "instanceMatchCriteria": r.instance_match_criteria or "open",
+        "state": r.state,
+        "availableInstanceCount": r.available,
+        "totalInstanceCount": r.total,
     }
+    if r.end_time is not None:
+        entry["endTime"] = r.end_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return entry
 
 
 class NodeClassStatusController:
@@ -131,10 +159,28 @@ class NodeClassStatusController:
     def on_change(self, change: Change) -> None:
         """Mirror listener: a class added or with a changed spec is resolved again at once
         (status-only changes, e.g. our own writes, are not)."""
+        if change.resource == NODE_CLAIMS:
+            self._on_claim(change)
+            return
         if change.resource != EC2_NODE_CLASSES or change.new is None:
             return
         if change.old is None or change.old.get("spec") != change.new.get("spec"):
             self._dirty.add(name_of(change.new))
+            self._wake.set()
+
+    def _on_claim(self, change: Change) -> None:
+        """A claim that got (or lost) an instance in a reservation: its class's free counts
+        changed; resolve it again so the next round plans with the room that is left."""
+        old, new = change.old or {}, change.new or {}
+        old_labels = (old.get("metadata") or {}).get("labels") or {}
+        new_labels = (new.get("metadata") or {}).get("labels") or {}
+        launched = LABEL_RESERVATION_ID in new_labels and LABEL_RESERVATION_ID not in old_labels
+        gone = change.new is None and LABEL_RESERVATION_ID in old_labels
+        if not (launched or gone):
+            return
+        ref = ((new or old).get("spec") or {}).get("nodeClassRef") or {}
+        if isinstance(ref, dict) and ref.get("name"):
+            self._dirty.add(str(ref["name"]))
             self._wake.set()
 
     async def run(self) -> NoReturn:
@@ -199,6 +245,11 @@ class NodeClassStatusController:
             bound.info("nodeclass_resolution_unavailable", error=str(error))
             return False
         fields = status_from_resolution(resolution)
+        drop: tuple[str, ...] = ()
+        if node_class.capacity_reservation_terms:
+            fields.setdefault("capacityReservations", [])
+        else:  # shown only for classes that select reservations
+            drop = ("capacityReservations",)
         bound.debug(
             "nodeclass_resolved",
             subnets=len(resolution.subnets),
@@ -208,6 +259,7 @@ class NodeClassStatusController:
         return await self._write(
             name,
             fields=fields,
+            drop=drop,
             updates=[
                 (SUBNETS_READY, "True", SUBNETS_READY, ""),
                 (SECURITY_GROUPS_READY, "True", SECURITY_GROUPS_READY, ""),

@@ -38,6 +38,7 @@ from scheduler_svc.core.requirements import (
     LABEL_ZONE,
     LABEL_ZONE_ID,
 )
+from scheduler_svc.core.reservations import LABEL_RESERVATION_ID, LABEL_RESERVATION_TYPE
 from scheduler_svc.core.taints import Taint, TaintEffect
 from scheduler_svc.errors import (
     ActuatorError,
@@ -233,6 +234,9 @@ class ClaimLauncher:
         zone_id = zone_ids_from_node_class(node_class).get(instance.zone)
         if zone_id:  # as Karpenter's AWS provider labels it, from the class's subnets
             labels[LABEL_ZONE_ID] = zone_id
+        if instance.capacity_reservation_id:
+            labels[LABEL_RESERVATION_ID] = instance.capacity_reservation_id
+            labels[LABEL_RESERVATION_TYPE] = instance.capacity_reservation_type or "default"
         annotations: dict[str, str] = {}
         if instance.attempts:
             # How the launch went (one CreateFleet can try several offerings): for operators.

@@ -97,8 +97,7 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: KubeObject, *, name: str)
     annotations = {
         **{k: str(v) for k, v in (template_metadata.get("annotations") or {}).items()},
         OFFERINGS_ANNOTATION: json.dumps(
-            [[o.instance_type, o.zone, o.capacity_type, o.price_per_hour] for o in offerings],
-            separators=(",", ":"),
+            [_offering_entry(o) for o in offerings], separators=(",", ":")
         ),
         # What the NodePool was at launch: drift is a different hash (scheduler_svc.disruption).
         NODEPOOL_HASH_ANNOTATION: nodepool_hash(nodepool.get("spec") or {}),
@@ -124,6 +123,22 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: KubeObject, *, name: str)
     }
 
 
+def _offering_entry(o: OfferingOption) -> list[Any]:
+    """[type, zone, capacity type, price], and a reserved one's reservation id and type."""
+    entry: list[Any] = [o.instance_type, o.zone, o.capacity_type, o.price_per_hour]
+    if o.capacity_reservation_id:
+        entry += [o.capacity_reservation_id, o.capacity_reservation_type]
+    return entry
+
+
+def _offering_of(entry: Any) -> OfferingOption:
+    t, z, c, p, *reservation = entry
+    if reservation and len(reservation) != 2:
+        raise ValueError(f"an offering has 4 or 6 fields, got {entry!r}")
+    rid, rtype = reservation or ("", "")
+    return OfferingOption(str(t), str(z), str(c), float(p), str(rid), str(rtype))
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchRequest:
     """What the actuator needs to launch one claim, read back from the claim object."""
@@ -147,9 +162,7 @@ def launch_request_of(claim: KubeObject) -> LaunchRequest:
     offerings: list[OfferingOption] = []
     if raw:
         try:
-            offerings = [
-                OfferingOption(str(t), str(z), str(c), float(p)) for t, z, c, p in json.loads(raw)
-            ]
+            offerings = [_offering_of(entry) for entry in json.loads(raw)]
         except (ValueError, TypeError) as error:
             raise ValueError(
                 f"NodeClaim {name}: metadata.annotations[{OFFERINGS_ANNOTATION}]: {error}"

@@ -15,8 +15,9 @@ from typing import Any, Protocol
 import structlog
 
 from scheduler_svc.core.model import NodePool
+from scheduler_svc.core.reservations import CapacityReservation
 from scheduler_svc.errors import InvalidObjectError, KubeApiError
-from scheduler_svc.kube.convert import node_class_from_k8s
+from scheduler_svc.kube.convert import capacity_reservations_from_k8s, node_class_from_k8s
 from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, KubeObject
 from scheduler_svc.kube.writer import KubeWriter, conditions_of
 from scheduler_svc.nodeclass.readiness import NODECLASS_READY, first_unresolved
@@ -33,6 +34,8 @@ class ValidPool:
     obj: KubeObject
     node_class: KubeObject
     catalog_key: CatalogKey
+    # The class's capacity reservations (its status): reserved offerings in its catalog.
+    reservations: tuple[CapacityReservation, ...] = ()
 
 
 class InvalidReport(Protocol):
@@ -108,7 +111,7 @@ class PoolValidator:
                 await self._condition(NODE_POOLS, model.name, NODECLASS_READY, message)
                 continue
             await self._condition(NODE_POOLS, model.name, NODECLASS_READY, None)
-            pools.append(ValidPool(model, obj, node_class, key))
+            pools.append(ValidPool(model, obj, node_class, key, _reservations(node_class)))
         return pools
 
     async def _validation(self, resource: Any, name: str, problem: str | None) -> None:
@@ -138,3 +141,12 @@ class PoolValidator:
                 condition=condition_type,
                 error=str(error),
             )
+
+
+def _reservations(node_class: KubeObject) -> tuple[CapacityReservation, ...]:
+    """The class's reservations; none (logged) when its status cannot be read."""
+    try:
+        return capacity_reservations_from_k8s(node_class)
+    except InvalidObjectError as error:
+        log.warning("nodeclass_reservations_unreadable", error=str(error))
+        return ()

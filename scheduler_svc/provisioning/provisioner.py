@@ -9,8 +9,10 @@ A round:
    on its status (`ValidationSucceeded=False` with the message) and left out, the others carry
    on;
 3. solves with the core, per group of NodePools sharing one instance-type catalog (allocatable
-   depends on the EC2NodeClass's kubelet settings), highest weight first, exhausted offerings
-   (`UnavailableOfferingsCache`) excluded;
+   depends on the EC2NodeClass's kubelet settings) and capacity reservations (the class's
+   status: reserved offerings, `core.reservations`), highest weight first, exhausted offerings
+   (`UnavailableOfferingsCache`) excluded; each reservation goes to no more new claims than it
+   has free instances;
 4. writes one NodeClaim per new claim and launches them all concurrently (`NodeClaimCreator`,
    which disruption's replacements go through too);
    the round ends when the mirror shows what it wrote (so the next solve counts it, and
@@ -29,6 +31,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import NoReturn
 
 import structlog
@@ -39,6 +42,11 @@ from scheduler_svc.core.model import (
     NodeClaimPlan,
     SchedulingInput,
     UnschedulablePod,
+)
+from scheduler_svc.core.reservations import (
+    CapacityReservation,
+    assign_reservations,
+    with_reserved_offerings,
 )
 from scheduler_svc.errors import (
     ActuatorError,
@@ -56,6 +64,7 @@ from scheduler_svc.kube.resources import (
 from scheduler_svc.kube.writer import (
     KubeWriter,
     conditions_of,
+    utc_now,
 )
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.nodeclass.readiness import first_unresolved
@@ -115,6 +124,7 @@ class Provisioner:
         clock: Callable[[], float] = time.monotonic,
         catalogs: CatalogCache | None = None,
         nominations: Nominations | None = None,
+        wall_clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._mirror = mirror
         # Pods planned onto nodes/claims, for disruption's nomination window (None: not kept).
@@ -126,6 +136,9 @@ class Provisioner:
         self.batcher = batcher
         self._catch_up_timeout_seconds = catch_up_timeout_seconds
         self._clock = clock
+        # Reserved capacity depends on the time of day: a Capacity Block about to end offers
+        # nothing (its nodes would be drained at once).
+        self._wall_clock = wall_clock
         self._snapshotter = CoreSnapshotter(mirror)
         # Catalog indexes built once per catalog, not on every solve (tens of ms each); shared
         # with the disruption controller's simulations when the service passes one.
@@ -310,10 +323,13 @@ class Provisioner:
         plans: list[NodeClaimPlan] = []
         placements: dict[str, str] = {}
         unschedulable: dict[str, UnschedulablePod] = {}
-        groups: dict[CatalogKey, list[ValidPool]] = {}
+        groups: dict[tuple[CatalogKey, tuple[CapacityReservation, ...]], list[ValidPool]] = {}
         for pool in pools:
             if not pool.model.is_static:  # a static pool's count is its replicas, not pods
-                groups.setdefault(pool.catalog_key, []).append(pool)
+                groups.setdefault((pool.catalog_key, pool.reservations), []).append(pool)
+        # Free instances per reservation, shared by every group's claims this round.
+        now = self._wall_clock()
+        room = {r.id: r.available for p in pools for r in p.reservations if r.launchable_at(now)}
         ordered = sorted(groups.values(), key=lambda g: -max(p.model.weight for p in g))
         if not ordered:
             for pod in remaining:
@@ -325,7 +341,11 @@ class Provisioner:
                 break
             try:
                 fetch_started = self._clock()
-                instance_types = await self._catalog.instance_types(group[0].node_class)
+                instance_types = with_reserved_offerings(
+                    await self._catalog.instance_types(group[0].node_class),
+                    group[0].reservations,
+                    now=now,
+                )
                 result.timings["catalog"] = self._clock() - fetch_started
             except ActuatorError as error:
                 log.warning("instance_types_unavailable", error=str(error))
@@ -349,7 +369,7 @@ class Provisioner:
                 catalogs=self._catalogs,
             )
             result.timings["solve"] = self._clock() - solve_started
-            plans.extend(solved.new_claims)
+            plans.extend(assign_reservations(solved.new_claims, room))
             for placement in solved.existing_placements:
                 if self._nominations is not None:
                     self._nominations.nominate(placement.node, placement.pods)

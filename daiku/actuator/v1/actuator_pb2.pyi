@@ -347,6 +347,8 @@ class Offering(_message.Message):
     AVAILABLE_FIELD_NUMBER: _builtins.int
     UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
     UNAVAILABLE_UNTIL_FIELD_NUMBER: _builtins.int
+    CAPACITY_RESERVATION_ID_FIELD_NUMBER: _builtins.int
+    CAPACITY_RESERVATION_TYPE_FIELD_NUMBER: _builtins.int
     instance_type: _builtins.str
     zone: _builtins.str
     capacity_type: _builtins.str
@@ -356,6 +358,12 @@ class Offering(_message.Message):
     available: _builtins.bool
     unavailable_reason: _builtins.str
     """Why the offering is unavailable (e.g. "InsufficientInstanceCapacity")."""
+    capacity_reservation_id: _builtins.str
+    """For capacity_type "reserved": the capacity reservation the offering launches into
+    (e.g. "cr-0123456789abcdef0") and its type, "default" (an On-Demand Capacity
+    Reservation) or "capacity-block". Read in LaunchNodeClaimRequest.
+    """
+    capacity_reservation_type: _builtins.str
     @_builtins.property
     def unavailable_until(self) -> _timestamp_pb2.Timestamp:
         """When the actuator will try it again."""
@@ -370,10 +378,12 @@ class Offering(_message.Message):
         available: _builtins.bool = ...,
         unavailable_reason: _builtins.str = ...,
         unavailable_until: _timestamp_pb2.Timestamp | None = ...,
+        capacity_reservation_id: _builtins.str = ...,
+        capacity_reservation_type: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["unavailable_until", b"unavailable_until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["available", b"available", "capacity_type", b"capacity_type", "instance_type", b"instance_type", "price", b"price", "unavailable_reason", b"unavailable_reason", "unavailable_until", b"unavailable_until", "zone", b"zone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["available", b"available", "capacity_reservation_id", b"capacity_reservation_id", "capacity_reservation_type", b"capacity_reservation_type", "capacity_type", b"capacity_type", "instance_type", b"instance_type", "price", b"price", "unavailable_reason", b"unavailable_reason", "unavailable_until", b"unavailable_until", "zone", b"zone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -443,6 +453,7 @@ class NodeClass(_message.Message):
     METADATA_OPTIONS_FIELD_NUMBER: _builtins.int
     AMI_FAMILY_FIELD_NUMBER: _builtins.int
     ASSOCIATE_PUBLIC_IP_ADDRESS_FIELD_NUMBER: _builtins.int
+    CAPACITY_RESERVATION_SELECTOR_TERMS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The EC2NodeClass name; one launch template exists per distinct configuration."""
     user_data: _builtins.str
@@ -468,6 +479,12 @@ class NodeClass(_message.Message):
     def block_device_mappings(self) -> _containers.RepeatedCompositeFieldContainer[Global___BlockDeviceMapping]: ...
     @_builtins.property
     def metadata_options(self) -> Global___MetadataOptions: ...
+    @_builtins.property
+    def capacity_reservation_selector_terms(self) -> _containers.RepeatedCompositeFieldContainer[Global___CapacityReservationSelectorTerm]:
+        """Capacity reservations the class may launch into (Karpenter's
+        capacityReservationSelectorTerms); ResolveNodeClass lists what they select.
+        """
+
     def __init__(
         self,
         *,
@@ -483,14 +500,65 @@ class NodeClass(_message.Message):
         metadata_options: Global___MetadataOptions | None = ...,
         ami_family: _builtins.str = ...,
         associate_public_ip_address: _builtins.bool = ...,
+        capacity_reservation_selector_terms: _abc.Iterable[Global___CapacityReservationSelectorTerm] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["metadata_options", b"metadata_options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ami_family", b"ami_family", "ami_selector_terms", b"ami_selector_terms", "associate_public_ip_address", b"associate_public_ip_address", "block_device_mappings", b"block_device_mappings", "instance_profile", b"instance_profile", "metadata_options", b"metadata_options", "name", b"name", "role", b"role", "security_group_selector_terms", b"security_group_selector_terms", "subnet_selector_terms", b"subnet_selector_terms", "tags", b"tags", "user_data", b"user_data"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ami_family", b"ami_family", "ami_selector_terms", b"ami_selector_terms", "associate_public_ip_address", b"associate_public_ip_address", "block_device_mappings", b"block_device_mappings", "capacity_reservation_selector_terms", b"capacity_reservation_selector_terms", "instance_profile", b"instance_profile", "metadata_options", b"metadata_options", "name", b"name", "role", b"role", "security_group_selector_terms", b"security_group_selector_terms", "subnet_selector_terms", b"subnet_selector_terms", "tags", b"tags", "user_data", b"user_data"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NodeClass: _TypeAlias = NodeClass  # noqa: Y015
+
+@_typing.final
+class CapacityReservationSelectorTerm(_message.Message):
+    """A term matches the reservation with this id, or every reservation carrying all of its
+    tags (and owned by owner_id when given).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class TagsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ID_FIELD_NUMBER: _builtins.int
+    TAGS_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    owner_id: _builtins.str
+    @_builtins.property
+    def tags(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        tags: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        owner_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "owner_id", b"owner_id", "tags", b"tags"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CapacityReservationSelectorTerm: _TypeAlias = CapacityReservationSelectorTerm  # noqa: Y015
 
 @_typing.final
 class SubnetSelectorTerm(_message.Message):
@@ -805,6 +873,8 @@ class LaunchNodeClaimResponse(_message.Message):
     LAUNCH_TIME_FIELD_NUMBER: _builtins.int
     SUBNET_ID_FIELD_NUMBER: _builtins.int
     SECURITY_GROUP_IDS_FIELD_NUMBER: _builtins.int
+    CAPACITY_RESERVATION_ID_FIELD_NUMBER: _builtins.int
+    CAPACITY_RESERVATION_TYPE_FIELD_NUMBER: _builtins.int
     provider_id: _builtins.str
     instance_id: _builtins.str
     instance_type: _builtins.str
@@ -817,6 +887,11 @@ class LaunchNodeClaimResponse(_message.Message):
     """The subnet the instance was launched into (e.g. "subnet-0abc"), and the ids of its
     security groups, sorted. Both as EC2 reports the instance on an idempotent repeat.
     """
+    capacity_reservation_id: _builtins.str
+    """For capacity_type "reserved": the reservation the instance runs in and its type
+    ("default" or "capacity-block").
+    """
+    capacity_reservation_type: _builtins.str
     @_builtins.property
     def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___LaunchAttempt]:
         """Every CreateFleet call this launch made, in order. Empty when the claim
@@ -841,10 +916,12 @@ class LaunchNodeClaimResponse(_message.Message):
         launch_time: _timestamp_pb2.Timestamp | None = ...,
         subnet_id: _builtins.str = ...,
         security_group_ids: _abc.Iterable[_builtins.str] | None = ...,
+        capacity_reservation_id: _builtins.str = ...,
+        capacity_reservation_type: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch_time", b"launch_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "capacity_type", b"capacity_type", "image_id", b"image_id", "instance_id", b"instance_id", "instance_type", b"instance_type", "launch_time", b"launch_time", "price", b"price", "provider_id", b"provider_id", "security_group_ids", b"security_group_ids", "subnet_id", b"subnet_id", "zone", b"zone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "capacity_reservation_id", b"capacity_reservation_id", "capacity_reservation_type", b"capacity_reservation_type", "capacity_type", b"capacity_type", "image_id", b"image_id", "instance_id", b"instance_id", "instance_type", b"instance_type", "launch_time", b"launch_time", "price", b"price", "provider_id", b"provider_id", "security_group_ids", b"security_group_ids", "subnet_id", b"subnet_id", "zone", b"zone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1096,6 +1173,7 @@ class NodeClaim(_message.Message):
     TAGS_FIELD_NUMBER: _builtins.int
     SUBNET_ID_FIELD_NUMBER: _builtins.int
     SECURITY_GROUP_IDS_FIELD_NUMBER: _builtins.int
+    CAPACITY_RESERVATION_ID_FIELD_NUMBER: _builtins.int
     nodeclaim_name: _builtins.str
     nodepool_name: _builtins.str
     provider_id: _builtins.str
@@ -1108,6 +1186,8 @@ class NodeClaim(_message.Message):
     image_id: _builtins.str
     subnet_id: _builtins.str
     """The instance's subnet and security group ids (sorted), as DescribeInstances reports them."""
+    capacity_reservation_id: _builtins.str
+    """The capacity reservation the instance runs in (capacity_type "reserved"), if any."""
     @_builtins.property
     def launch_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1130,10 +1210,11 @@ class NodeClaim(_message.Message):
         tags: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         subnet_id: _builtins.str = ...,
         security_group_ids: _abc.Iterable[_builtins.str] | None = ...,
+        capacity_reservation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["launch_time", b"launch_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_type", b"capacity_type", "image_id", b"image_id", "instance_id", b"instance_id", "instance_type", b"instance_type", "launch_time", b"launch_time", "nodeclaim_name", b"nodeclaim_name", "nodepool_name", b"nodepool_name", "provider_id", b"provider_id", "security_group_ids", b"security_group_ids", "state", b"state", "subnet_id", b"subnet_id", "tags", b"tags", "zone", b"zone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_reservation_id", b"capacity_reservation_id", "capacity_type", b"capacity_type", "image_id", b"image_id", "instance_id", b"instance_id", "instance_type", b"instance_type", "launch_time", b"launch_time", "nodeclaim_name", b"nodeclaim_name", "nodepool_name", b"nodepool_name", "provider_id", b"provider_id", "security_group_ids", b"security_group_ids", "state", b"state", "subnet_id", b"subnet_id", "tags", b"tags", "zone", b"zone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1168,26 +1249,89 @@ class ResolveNodeClassResponse(_message.Message):
     SUBNETS_FIELD_NUMBER: _builtins.int
     SECURITY_GROUPS_FIELD_NUMBER: _builtins.int
     AMIS_FIELD_NUMBER: _builtins.int
+    CAPACITY_RESERVATIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def subnets(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResolvedSubnet]: ...
     @_builtins.property
     def security_groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResolvedSecurityGroup]: ...
     @_builtins.property
     def amis(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResolvedAmi]: ...
+    @_builtins.property
+    def capacity_reservations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResolvedCapacityReservation]:
+        """Every active capacity reservation the class's capacity_reservation_selector_terms select."""
+
     def __init__(
         self,
         *,
         subnets: _abc.Iterable[Global___ResolvedSubnet] | None = ...,
         security_groups: _abc.Iterable[Global___ResolvedSecurityGroup] | None = ...,
         amis: _abc.Iterable[Global___ResolvedAmi] | None = ...,
+        capacity_reservations: _abc.Iterable[Global___ResolvedCapacityReservation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["amis", b"amis", "security_groups", b"security_groups", "subnets", b"subnets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["amis", b"amis", "capacity_reservations", b"capacity_reservations", "security_groups", b"security_groups", "subnets", b"subnets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResolveNodeClassResponse: _TypeAlias = ResolveNodeClassResponse  # noqa: Y015
+
+@_typing.final
+class ResolvedCapacityReservation(_message.Message):
+    """A capacity reservation as DescribeCapacityReservations reports it now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    INSTANCE_TYPE_FIELD_NUMBER: _builtins.int
+    ZONE_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    RESERVATION_TYPE_FIELD_NUMBER: _builtins.int
+    INSTANCE_MATCH_CRITERIA_FIELD_NUMBER: _builtins.int
+    AVAILABLE_INSTANCE_COUNT_FIELD_NUMBER: _builtins.int
+    TOTAL_INSTANCE_COUNT_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    instance_type: _builtins.str
+    zone: _builtins.str
+    owner_id: _builtins.str
+    reservation_type: _builtins.str
+    """"default" (On-Demand Capacity Reservation) or "capacity-block"."""
+    instance_match_criteria: _builtins.str
+    """"open" or "targeted"."""
+    available_instance_count: _builtins.int
+    """Instances it can still take, and its size."""
+    total_instance_count: _builtins.int
+    state: _builtins.str
+    """"active", or "expiring" once a capacity block is within its last 30 minutes (EC2 is
+    reclaiming its instances).
+    """
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp:
+        """When it ends; unset for a reservation without an end date."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        instance_type: _builtins.str = ...,
+        zone: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        reservation_type: _builtins.str = ...,
+        instance_match_criteria: _builtins.str = ...,
+        available_instance_count: _builtins.int = ...,
+        total_instance_count: _builtins.int = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        state: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["available_instance_count", b"available_instance_count", "end_time", b"end_time", "id", b"id", "instance_match_criteria", b"instance_match_criteria", "instance_type", b"instance_type", "owner_id", b"owner_id", "reservation_type", b"reservation_type", "state", b"state", "total_instance_count", b"total_instance_count", "zone", b"zone"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolvedCapacityReservation: _TypeAlias = ResolvedCapacityReservation  # noqa: Y015
 
 @_typing.final
 class ResolvedSubnet(_message.Message):

@@ -285,46 +285,6 @@ async def test_foreground_deletion_waits_for_dependents() -> None:
         await store.get("replicasets", "rs", "default")
 
 
-async def test_foreground_deletion_goes_level_by_level() -> None:
-    """A Deployment deleted in the foreground waits for its ReplicaSet, which is itself deleted
-    in the foreground and waits for its pods: while a pod terminates both owners stay, marked
-    foregroundDeletion; the pod's removal takes the ReplicaSet and then the Deployment."""
-    store = Store()
-    owner = await store.create("deployments", deployment("web"), "default")
-    rs_body = deployment("web-1")
-    rs_body["metadata"]["ownerReferences"] = [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "name": "web",
-            "uid": owner["metadata"]["uid"],
-        }
-    ]
-    rs = await store.create("replicasets", rs_body, "default")
-    pod_body = pod("web-1-a", nodeName="n1")
-    pod_body["metadata"]["ownerReferences"] = [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "name": "web-1",
-            "uid": rs["metadata"]["uid"],
-        }
-    ]
-    await store.create("pods", pod_body, "default")
-
-    await store.delete("deployments", "web", "default", propagation_policy="Foreground")
-
-    held_rs = await store.get("replicasets", "web-1", "default")
-    assert held_rs["metadata"]["finalizers"] == ["foregroundDeletion"]
-    assert held_rs["metadata"]["deletionTimestamp"]
-    assert (await store.get("deployments", "web", "default"))["metadata"]["deletionTimestamp"]
-    assert (await store.get("pods", "web-1-a", "default"))["metadata"]["deletionTimestamp"]
-    await store.delete("pods", "web-1-a", "default", grace_period_seconds=0)
-    for resource, name in (("replicasets", "web-1"), ("deployments", "web")):
-        with pytest.raises(NotFound):
-            await store.get(resource, name, "default")
-
-
 async def test_namespace_deletion_removes_its_contents() -> None:
     """A deleted namespace is Terminating until everything in it is gone."""
     store = Store()
