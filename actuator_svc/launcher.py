@@ -520,7 +520,10 @@ class Launcher:
                 self._cluster.name, request.nodeclaim_name, step, request.nodeclaim_uid
             ),
             capacity_type=batch.fleet_capacity_type,
-            allocation_strategy=batch.allocation_strategy,
+            allocation_strategy=batch.strategy(
+                request.node_class.spot_allocation_strategy,
+                request.node_class.on_demand_allocation_strategy,
+            ),
             templates=tuple(templates),
             tags=tags,
         )

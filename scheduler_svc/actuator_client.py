@@ -750,6 +750,8 @@ def _node_class_to_proto(spec: NodeClassSpec) -> actuator_pb2.NodeClass:
             )
             for t in spec.capacity_reservation_terms
         ],
+        spot_allocation_strategy=spec.spot_allocation_strategy,
+        on_demand_allocation_strategy=spec.on_demand_allocation_strategy,
     )
 
 

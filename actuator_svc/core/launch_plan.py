@@ -26,6 +26,12 @@ SPOT_ALLOCATION_STRATEGY: Final = "price-capacity-optimized"
 # "prioritized" with priorities in claim order honours the scheduler's ranking, which is by
 # price already; "lowest-price" would re-rank by EC2's list price and ignore the claim.
 ON_DEMAND_ALLOCATION_STRATEGY: Final = "prioritized"
+# What an EC2NodeClass may ask for instead (EC2's strategies for instant fleets; a capacity
+# reservation is always "prioritized": its offerings are in the claim's order).
+SPOT_ALLOCATION_STRATEGIES: Final = frozenset(
+    {"price-capacity-optimized", "capacity-optimized-prioritized", "lowest-price"}
+)
+ON_DEMAND_ALLOCATION_STRATEGIES: Final = frozenset({"prioritized", "lowest-price"})
 
 
 @dataclass(frozen=True)
@@ -46,11 +52,15 @@ class FleetBatch:
     @property
     def allocation_strategy(self) -> str:
         """The EC2 allocation strategy for this batch's capacity type."""
-        return (
-            SPOT_ALLOCATION_STRATEGY
-            if self.capacity_type == SPOT
-            else ON_DEMAND_ALLOCATION_STRATEGY
-        )
+        return self.strategy()
+
+    def strategy(self, spot: str = "", on_demand: str = "") -> str:
+        """The allocation strategy, with the node class's choices ("" for the default)."""
+        if self.capacity_type == SPOT:
+            return spot or SPOT_ALLOCATION_STRATEGY
+        if self.capacity_type == RESERVED:
+            return ON_DEMAND_ALLOCATION_STRATEGY
+        return on_demand or ON_DEMAND_ALLOCATION_STRATEGY
 
 
 def next_batch(

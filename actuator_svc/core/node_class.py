@@ -72,6 +72,9 @@ class NodeClassSpec:
     associate_public_ip_address: bool = False
     ami_family: str = AL2023
     capacity_reservation_terms: tuple[CapacityReservationTerm, ...] = ()
+    # CreateFleet allocation strategies ("": the launch plan's defaults).
+    spot_allocation_strategy: str = ""
+    on_demand_allocation_strategy: str = ""
 
 
 @dataclass(frozen=True)

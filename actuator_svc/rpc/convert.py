@@ -14,6 +14,10 @@ from actuator_svc.core.allocatable import KubeletSettings, NodeResources
 from actuator_svc.core.catalog import CatalogInstanceType
 from actuator_svc.core.kube_names import label_key_problem, label_value_problem, subdomain_problem
 from actuator_svc.core.kubelet import KubeletSettingError, kubelet_settings
+from actuator_svc.core.launch_plan import (
+    ON_DEMAND_ALLOCATION_STRATEGIES,
+    SPOT_ALLOCATION_STRATEGIES,
+)
 from actuator_svc.core.launch_template import BlockDevice, MetadataOptions
 from actuator_svc.core.node_class import (
     AL2023,
@@ -335,7 +339,22 @@ def node_class_from_proto(node_class: pb.NodeClass, field: str = "node_class") -
         associate_public_ip_address=node_class.associate_public_ip_address,
         ami_family=ami_family,
         capacity_reservation_terms=_reservation_terms(node_class, field),
+        spot_allocation_strategy=_strategy(
+            node_class.spot_allocation_strategy,
+            SPOT_ALLOCATION_STRATEGIES,
+            f"{field}.spot_allocation_strategy",
+        ),
+        on_demand_allocation_strategy=_strategy(
+            node_class.on_demand_allocation_strategy,
+            ON_DEMAND_ALLOCATION_STRATEGIES,
+            f"{field}.on_demand_allocation_strategy",
+        ),
     )
+
+
+def _strategy(value: str, allowed: Collection[str], field: str) -> str:
+    """An allocation strategy EC2 takes for that capacity type ("" for the default)."""
+    return _one_of(value, allowed, field) if value else ""
 
 
 def _reservation_terms(node_class: pb.NodeClass, field: str) -> tuple[CapacityReservationTerm, ...]:

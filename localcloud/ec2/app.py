@@ -73,6 +73,7 @@ class CreateFleetCall:
     errors: tuple[tuple[PoolKey, str], ...]
     request_error: str | None = None
     idempotent_replay: bool = False
+    allocation_strategy: str = ""
     injected_answer: str | None = None  # the kind, when an injected answer was given
 
     def to_json(self) -> dict[str, Any]:
@@ -87,6 +88,7 @@ class CreateFleetCall:
             "errors": [{**pool.to_json(), "error_code": code} for pool, code in self.errors],
             "request_error": self.request_error,
             "idempotent_replay": self.idempotent_replay,
+            "allocation_strategy": self.allocation_strategy,
             "injected_answer": self.injected_answer,
         }
 
@@ -521,6 +523,7 @@ class Ec2EmulatorApp:
                 errors=tuple(
                     (e.candidate.pool(capacity_type), e.error_code) for e in outcome.errors
                 ),
+                allocation_strategy=outcome.allocation_strategy,
             )
         )
         log.info(

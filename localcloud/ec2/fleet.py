@@ -110,6 +110,7 @@ class FleetOutcome:
     candidates: tuple[FleetCandidate, ...]
     errors: tuple[FleetError, ...]
     launch: FleetLaunch | None = None
+    allocation_strategy: str = ""
 
     def to_response(self) -> dict[str, Any]:
         return {
@@ -304,17 +305,18 @@ def _offering_problem(
     return None
 
 
+def allocation_strategy(params: Mapping[str, Any], capacity_type: str) -> str:
+    """The request's allocation strategy for its capacity type (EC2's default: lowest-price)."""
+    options = "SpotOptions" if capacity_type == "spot" else "OnDemandOptions"
+    return str((params.get(options) or {}).get("AllocationStrategy") or "lowest-price")
+
+
 def order_candidates(
     params: Mapping[str, Any], capacity_type: str, candidates: list[FleetCandidate]
 ) -> list[FleetCandidate]:
     """The order the fleet's allocation strategy tries its pools in."""
-    if capacity_type == "spot":
-        strategy = (params.get("SpotOptions") or {}).get("AllocationStrategy") or "lowest-price"
-        by_priority = strategy == "capacity-optimized-prioritized"
-    else:
-        strategy = (params.get("OnDemandOptions") or {}).get("AllocationStrategy") or "lowest-price"
-        by_priority = strategy == "prioritized"
-    if by_priority:
+    strategy = allocation_strategy(params, capacity_type)
+    if strategy in ("capacity-optimized-prioritized", "prioritized"):
         return sorted(candidates, key=lambda c: (c.priority, c.position))
     # Price per unit of capacity, as AWS compares weighted overrides.
     return sorted(candidates, key=lambda c: (c.price / c.weighted_capacity, c.position))
@@ -372,8 +374,22 @@ def run_instant_fleet(
         if candidate.reservation_id and reservations is not None:
             reservations.assign(candidate.reservation_id, instance_ids)
         launch = FleetLaunch(candidate, capacity_type, tuple(instance_ids))
-        return FleetOutcome(fleet_id, capacity_type, tuple(ordered), tuple(errors), launch)
-    return FleetOutcome(fleet_id, capacity_type, tuple(ordered), tuple(errors), None)
+        return FleetOutcome(
+            fleet_id,
+            capacity_type,
+            tuple(ordered),
+            tuple(errors),
+            launch,
+            allocation_strategy(params, capacity_type),
+        )
+    return FleetOutcome(
+        fleet_id,
+        capacity_type,
+        tuple(ordered),
+        tuple(errors),
+        None,
+        allocation_strategy(params, capacity_type),
+    )
 
 
 def _pool_message(candidate: FleetCandidate, error_code: str) -> str:

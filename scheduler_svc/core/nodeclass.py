@@ -91,6 +91,9 @@ class NodeClassSpec:
     ami_family: str = ""
     associate_public_ip_address: bool = False
     capacity_reservation_terms: tuple[CapacityReservationTerm, ...] = ()
+    # spec.fleetAllocationStrategy: CreateFleet's strategies ("": the actuator's defaults).
+    spot_allocation_strategy: str = ""
+    on_demand_allocation_strategy: str = ""
 
     @property
     def root_volume_size_bytes(self) -> int:

@@ -690,6 +690,7 @@ def node_class_from_k8s(obj: KubeObject) -> NodeClassSpec:
         return pairs(reader.strings(value, field))
 
     metadata_options = reader.mapping(spec.get("metadataOptions"), "spec.metadataOptions")
+    strategy = reader.mapping(spec.get("fleetAllocationStrategy"), "spec.fleetAllocationStrategy")
     return NodeClassSpec(
         name=reader.name,
         subnet_terms=tuple(
@@ -744,6 +745,10 @@ def node_class_from_k8s(obj: KubeObject) -> NodeClassSpec:
                 owner_id=text(t.get("ownerID"), f"{at}.ownerID"),
             )
             for at, t in terms("capacityReservationSelectorTerms")
+        ),
+        spot_allocation_strategy=text(strategy.get("spot"), "spec.fleetAllocationStrategy.spot"),
+        on_demand_allocation_strategy=text(
+            strategy.get("onDemand"), "spec.fleetAllocationStrategy.onDemand"
         ),
     )
 

@@ -72,3 +72,19 @@ def test_an_unknown_reservation_type_in_the_status_is_refused() -> None:
         ],
     )
     assert violations(obj) != []
+
+
+@pytest.mark.parametrize(
+    ("strategy", "ok"),
+    [
+        ({"spot": "capacity-optimized-prioritized", "onDemand": "lowest-price"}, True),
+        ({"spot": "prioritized"}, False),
+        ({"onDemand": "capacity-optimized"}, False),
+    ],
+)
+def test_fleet_allocation_strategy_takes_only_ec2s_values(
+    strategy: dict[str, str], ok: bool
+) -> None:
+    obj = copy.deepcopy(yaml.safe_load(NODECLASS.read_text()))
+    obj["spec"]["fleetAllocationStrategy"] = strategy
+    assert (violations(obj) == []) is ok

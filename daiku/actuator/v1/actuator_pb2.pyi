@@ -454,6 +454,8 @@ class NodeClass(_message.Message):
     AMI_FAMILY_FIELD_NUMBER: _builtins.int
     ASSOCIATE_PUBLIC_IP_ADDRESS_FIELD_NUMBER: _builtins.int
     CAPACITY_RESERVATION_SELECTOR_TERMS_FIELD_NUMBER: _builtins.int
+    SPOT_ALLOCATION_STRATEGY_FIELD_NUMBER: _builtins.int
+    ON_DEMAND_ALLOCATION_STRATEGY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The EC2NodeClass name; one launch template exists per distinct configuration."""
     user_data: _builtins.str
@@ -463,6 +465,13 @@ class NodeClass(_message.Message):
     ami_family: _builtins.str
     """"AL2023", "AL2", "Bottlerocket", "Custom"."""
     associate_public_ip_address: _builtins.bool
+    spot_allocation_strategy: _builtins.str
+    """CreateFleet's allocation strategies; empty keeps the actuator's defaults
+    ("price-capacity-optimized" for spot; "prioritized" for on-demand, in the claim's order).
+    Spot: "price-capacity-optimized" | "capacity-optimized-prioritized" | "lowest-price".
+    """
+    on_demand_allocation_strategy: _builtins.str
+    """On-demand: "prioritized" | "lowest-price"."""
     @_builtins.property
     def subnet_selector_terms(self) -> _containers.RepeatedCompositeFieldContainer[Global___SubnetSelectorTerm]: ...
     @_builtins.property
@@ -501,10 +510,12 @@ class NodeClass(_message.Message):
         ami_family: _builtins.str = ...,
         associate_public_ip_address: _builtins.bool = ...,
         capacity_reservation_selector_terms: _abc.Iterable[Global___CapacityReservationSelectorTerm] | None = ...,
+        spot_allocation_strategy: _builtins.str = ...,
+        on_demand_allocation_strategy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["metadata_options", b"metadata_options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ami_family", b"ami_family", "ami_selector_terms", b"ami_selector_terms", "associate_public_ip_address", b"associate_public_ip_address", "block_device_mappings", b"block_device_mappings", "capacity_reservation_selector_terms", b"capacity_reservation_selector_terms", "instance_profile", b"instance_profile", "metadata_options", b"metadata_options", "name", b"name", "role", b"role", "security_group_selector_terms", b"security_group_selector_terms", "subnet_selector_terms", b"subnet_selector_terms", "tags", b"tags", "user_data", b"user_data"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ami_family", b"ami_family", "ami_selector_terms", b"ami_selector_terms", "associate_public_ip_address", b"associate_public_ip_address", "block_device_mappings", b"block_device_mappings", "capacity_reservation_selector_terms", b"capacity_reservation_selector_terms", "instance_profile", b"instance_profile", "metadata_options", b"metadata_options", "name", b"name", "on_demand_allocation_strategy", b"on_demand_allocation_strategy", "role", b"role", "security_group_selector_terms", b"security_group_selector_terms", "spot_allocation_strategy", b"spot_allocation_strategy", "subnet_selector_terms", b"subnet_selector_terms", "tags", b"tags", "user_data", b"user_data"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
