@@ -20,19 +20,29 @@ Three costs per workload, in $/h:
   Minimise ``sum_t price_t x_t`` subject to ``sum_t y_ts = n_s`` (every pod placed),
   ``sum_s request_sd y_ts <= allocatable_td x_t`` for cpu, memory and pods,
   ``y_ts <= fit_ts x_t`` where ``fit_ts`` is how many pods of shape ``s`` alone one node of type
-  ``t`` holds, and, for k = 1..4, the sum of ``y_ts`` over the shapes that take more than
-  1/(k+1) of some resource of ``t`` is ``<= k x_t``. Why it is <= the optimum: take any plan;
-  let ``x_t`` be its node count of type ``t`` and ``y_ts`` its pods of shape ``s`` on them.
-  Each node holds its pods within its allocatable, so summing over the nodes of a type gives the
-  resource rows; a node holds at most ``fit_ts`` pods of one shape; a node cannot hold k+1 pods
-  that each take more than 1/(k+1) of one of its resources (together they would need more than
-  all of it), whatever their shapes; the plan places every pod. So every plan is a feasible
+  ``t`` holds, and, for each resource ``d`` and each request size ``v`` of it, the sum of
+  ``y_ts`` over the shapes asking at least ``v`` of ``d`` is ``<= (allocatable_td // v) x_t``.
+  Why it is <= the optimum: take any plan; let ``x_t`` be its node count of type ``t`` and
+  ``y_ts`` its pods of shape ``s`` on them. Each node holds its pods within its allocatable, so
+  summing over the nodes of a type gives the resource rows; a node holds at most ``fit_ts`` pods
+  of one shape; a node cannot hold more than ``allocatable_td // v`` pods that each ask at least
+  ``v`` of resource ``d`` (together they would need more than all of it), whatever their shapes;
+  the plan places every pod. So every plan is a feasible
   point, and ``price_t`` (the cheapest offering of ``t`` the pool allows) is <= what the plan
   pays for each node, so the program's optimum is <= every plan's cost. Types dominated by
   another (no more allocatable in any resource, no cheaper) are left out: an optimal plan exists
   that uses none (swap each such node for its dominator: its pods still fit, the cost does not
-  rise), and it is feasible in the smaller program. When HiGHS stops at its time limit the
-  printed bound is its proven dual bound, still <= the optimum.
+  rise), and it is feasible in the smaller program. That program counts room per type, so it
+  can be well below what whole nodes allow; a second program counts whole nodes: a column per
+  kept type and maximal pattern (pods per shape, at most ``n_s`` of each, that fit one node of
+  the type and to which no shape below its ``n_s`` can be added), ``z_p`` non-negative
+  integers, minimise ``sum_p price_p z_p`` subject to ``sum_p pods_ps z_p >= n_s``. Why it is
+  <= the optimum: take an optimal plan on kept types; every node's pods per shape fit its type
+  and are at most ``n_s`` each, so adding pods of shapes that still fit, one at a time, ends
+  at a maximal pattern of that type; counting each node as that pattern covers every pod at the
+  same cost. It is used when the patterns number at most 200,000, and the printed bound is the
+  larger of the two. When HiGHS stops at its time limit each bound is its proven dual bound,
+  still <= the optimum.
 * **ffd** — first-fit-decreasing as Karpenter's scheduler does it: pods largest first (cpu, then
   memory) each join the first open claim whose remaining instance types still hold all its
   pods, else open a claim with every type that holds the pod; each claim then buys its cheapest
@@ -62,6 +72,8 @@ from daiku_cli.catalog import bundled_catalog_document
 from daiku_cli.main import app
 from daiku_cli.plan import build_input
 from scheduler_svc.core import InstanceType, Operator, Requirement, Requirements, SchedulingInput
+from scheduler_svc.core.integer_packing import fits_count
+from scheduler_svc.core.pattern_packing import PatternBudget, maximal_patterns
 from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_ZONE
 
 MIB = 1024**2
@@ -70,6 +82,7 @@ MEMORY_MIB = (256, 512, 1024, 2048, 4096, 8192, 16384)
 FAMILIES = ("c5", "c6g", "c6i", "c7g", "m5", "m6g", "m6i", "m7g", "r5", "r6g", "r6i", "r7g", "t3")
 CATEGORIES = ("c", "m", "r", "t")
 RESOURCES = ("cpu_millis", "memory_bytes", "pods")
+_PATTERN_LIMIT = 200_000  # the node program's columns at most; beyond, the counting bound alone
 
 
 @dataclass(frozen=True)
@@ -309,19 +322,62 @@ def lower_bound(problem: SchedulingInput, time_limit_seconds: float = 20.0) -> f
             row(-inf, 0.0, entries)
         for s, column in on_type:
             row(-inf, 0.0, {column: 1.0, x[t]: -float(fit[(t, s)])})
-        for k in range(1, 5):
-            # A node holds at most k pods that each take more than 1/(k+1) of one resource.
-            large = {
-                column: 1.0
-                for s, column in on_type
-                if any(s[d] * (k + 1) > allocatable[t][d] for d in range(len(RESOURCES)) if s[d])
-            }
-            if len(large) > 1:
-                row(-inf, 0.0, {**large, x[t]: -float(k)})
+        for d in range(len(RESOURCES)):
+            # A node holds at most A // v pods that each ask at least v of resource d.
+            for v in sorted({s[d] for s, _ in on_type if s[d]}):
+                large = {column: 1.0 for s, column in on_type if s[d] >= v}
+                if len(large) > 1:
+                    row(-inf, 0.0, {**large, x[t]: -float(int(allocatable[t][d]) // v)})
     solver.run()
     info = solver.getInfo()
     # mip_dual_bound is the proven bound whether or not HiGHS closed the gap.
-    return float(info.mip_dual_bound)
+    counted = float(info.mip_dual_bound)
+    by_nodes = _node_bound(allocatable[types], prices[types], shapes, time_limit_seconds)
+    return counted if by_nodes is None else max(counted, by_nodes)
+
+
+def _node_bound(
+    allocatable: np.ndarray,
+    prices: np.ndarray,
+    shapes: dict[tuple[int, int, int], int],
+    time_limit_seconds: float,
+) -> float | None:
+    """The node program's dual bound (module docstring), None when its patterns are too many."""
+    import highspy
+
+    requests, counts = list(shapes), list(shapes.values())
+    budget = PatternBudget(patterns=_PATTERN_LIMIT, visits=20 * _PATTERN_LIMIT)
+    columns: list[tuple[float, tuple[int, ...]]] = []
+    for room, price in zip(allocatable.tolist(), prices.tolist(), strict=True):
+        bounds = [min(n, fits_count(r, room)) for r, n in zip(requests, counts, strict=True)]
+        found = maximal_patterns(requests, bounds, room, budget)
+        if found is None:
+            return None
+        columns += [(price, pattern) for pattern in found]
+    solver = highspy.Highs()  # type: ignore[no-untyped-call]
+    solver.setOptionValue("output_flag", False)
+    solver.setOptionValue("time_limit", time_limit_seconds)
+    solver.setOptionValue("mip_rel_gap", 1e-6)
+    count = len(columns)
+    solver.addVars(count, np.zeros(count), np.full(count, highspy.kHighsInf))
+    solver.changeColsCost(
+        count, np.arange(count, dtype=np.int32), np.array([p for p, _ in columns])
+    )
+    solver.changeColsIntegrality(
+        count, np.arange(count, dtype=np.int32), np.full(count, highspy.HighsVarType.kInteger)
+    )
+    for s, n in enumerate(counts):
+        holding = [i for i, (_, pattern) in enumerate(columns) if pattern[s]]
+        values = [float(columns[i][1][s]) for i in holding]
+        solver.addRow(
+            float(n),
+            highspy.kHighsInf,
+            len(holding),
+            np.array(holding, dtype=np.int32),
+            np.array(values),
+        )
+    solver.run()
+    return float(solver.getInfo().mip_dual_bound)
 
 
 # ---------------------------------------------------------------------------------------------

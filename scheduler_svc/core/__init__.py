@@ -16,9 +16,10 @@ Public surface::
 Inputs are small frozen dataclasses in integer base units (``cpu_millis``, ``memory_bytes``);
 ``quantity`` parses Kubernetes quantities exactly, ``requirements`` holds the label algebra.
 ``unavailable_offerings`` excludes offerings the actuator reported exhausted. Same input, same
-plan (unless an integer program hits its deadline: ``solve(..., packing=PackingSettings(...))``
-sets which batches it improves and how long it may take). ``explain_pod`` says, for one pod,
-which NodePools and how many instance types each constraint ruled out.
+plan, however loaded the machine (``solve(..., packing=PackingSettings(...))`` sets which
+batches the integer program improves and its work budget, counted, not timed).
+``explain_pod`` says, for one pod, which NodePools and how many instance types each
+constraint ruled out.
 """
 
 from scheduler_svc.core.explain import PodExplanation, explain_pod

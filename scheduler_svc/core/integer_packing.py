@@ -13,10 +13,14 @@ number of pods:
                y_ts <= fit_ts * x_t       (a node of type t holds at most fit_ts pods of s)
                x_t, y_ts non-negative integers
 
-Its answer is turned into nodes by spreading each type's pods over its nodes, largest shape
-first; pods that do not fit (the program counts resources per type, not per node) go to a node
-of the plan with room, else to new nodes chosen the cheapest way. The caller keeps whichever of
-this and the greedy plan is cheaper, so the result is never worse than the greedy one.
+plus, per type and resource, "a node holds at most allocatable // v pods asking at least v of
+it" for each request size v. Its answer is turned into nodes by spreading each type's pods over
+its nodes, largest shape first; pods that do not fit (the program counts resources per type,
+not per node) go to a node of the plan with room, else to new nodes chosen the cheapest way.
+Where counts do not split into nodes, ``pattern_packing`` solves a second program over whole
+nodes (the types this one chose first); the cheaper packing wins, each node then on the
+cheapest type that holds it. The caller keeps whichever of this and the greedy plan is cheaper,
+so the result is never worse than the greedy one.
 """
 
 from __future__ import annotations
@@ -25,8 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-_EPSILON = 1e-9
-_LARGE_ITEM_ROWS = 4  # rows for k = 1..4 large pods per node (see _Program._large_sets)
+EPSILON = 1e-9
 
 
 @dataclass(frozen=True)
@@ -36,21 +39,34 @@ class PackingSettings:
     ``max_pods``: batches (pods that only need room, per NodePool and requirements) larger than
     this keep the greedy answer (fast, and within a few per cent there). ``max_types``: when more
     instance types could serve, the program keeps those its LP relaxation prices best (small
-    programs solve to the optimum quickly; large ones often do not). ``max_branch_nodes`` is the
-    work budget of each program (HiGHS's branch-and-bound nodes): it normally ends the search,
-    so the same input gives the same plan on any machine. ``deadline_seconds`` is a safety net
-    for a slow or overloaded machine (HiGHS's time limit; the best packing found by then is
-    used, and only then may the plan depend on timing)."""
+    programs solve to the optimum quickly; large ones often do not). ``max_branch_nodes`` (HiGHS's
+    branch-and-bound nodes per program) and ``max_patterns`` (whole-node columns listed, see
+    ``pattern_packing``) are the work budget: counted work, not time, so the same input gives
+    the same plan on any machine however loaded. ``deadline_seconds`` (off by default) adds
+    HiGHS's wall-clock limit for callers that prefer a bounded wait to a reproducible plan: with
+    it, a loaded machine may stop a program early and the plan then depends on timing."""
 
     max_pods: int = 1000
     max_types: int = 24
     max_branch_nodes: int = 200
-    deadline_seconds: float = 1.0
+    max_patterns: int = 1000
+    deadline_seconds: float | None = None
 
     @property
     def enabled(self) -> bool:
         """Whether any batch is improved."""
-        return self.max_pods > 0 and self.deadline_seconds > 0
+        return self.max_pods > 0 and (self.deadline_seconds is None or self.deadline_seconds > 0)
+
+    def limit(self, solver: Any) -> None:
+        """Give a HiGHS instance this budget (and the deadline, when one is set). The budget
+        counts branch-and-bound nodes, and HiGHS's heuristics that solve sub-programs of their
+        own (each with its own nodes) are off: on 1,000 columns they took 9 s of a program the
+        tree alone solves as well in 0.3 s."""
+        solver.setOptionValue("mip_max_nodes", self.max_branch_nodes)
+        for heuristic in ("rins", "rens", "root_reduced_cost"):
+            solver.setOptionValue(f"mip_heuristic_run_{heuristic}", False)
+        if self.deadline_seconds is not None:
+            solver.setOptionValue("time_limit", self.deadline_seconds)
 
 
 @dataclass(frozen=True)
@@ -75,7 +91,7 @@ def packing_cost(nodes: Sequence[PackedNode], options: Sequence[NodeOption]) -> 
     return sum(options[n.option].price_per_hour for n in nodes)
 
 
-def _fits(request: Sequence[int], room: Sequence[int]) -> int:
+def fits_count(request: Sequence[int], room: Sequence[int]) -> int:
     """How many pods of ``request`` fit in ``room``."""
     most = 1 << 62
     for amount, free in zip(request, room, strict=True):
@@ -90,7 +106,9 @@ def _useful_options(shapes: Sequence[tuple[int, ...]], options: Sequence[NodeOpt
     a dominator is always seen before what it dominates."""
     import numpy as np
 
-    holding = [i for i, o in enumerate(options) if any(_fits(s, o.allocatable) for s in shapes)]
+    holding = [
+        i for i, o in enumerate(options) if any(fits_count(s, o.allocatable) for s in shapes)
+    ]
     holding.sort(
         key=lambda i: (options[i].price_per_hour, tuple(-a for a in options[i].allocatable))
     )
@@ -122,7 +140,7 @@ class _Program:
         for t in self.useful:
             self.columns.append((t, -1))
             for s, shape in enumerate(self.shapes):
-                most = _fits(shape, self.options[t].allocatable)
+                most = fits_count(shape, self.options[t].allocatable)
                 if most > 0:
                     self.columns.append((t, s))
                     self.fit[(t, s)] = most
@@ -144,24 +162,20 @@ class _Program:
                 self.rows.append((-infinity, 0.0, [*entries, (nodes, -float(k))]))
 
     def _large_sets(self, t: int, on_type: Sequence[int]) -> list[tuple[int, list[int]]]:
-        """(k, shapes each taking more than 1/(k+1) of some resource of type t): a node holds
-        at most k such pods whatever their mix. Without these rows the program counts room per
-        type, not per node, and would put two 16 GiB pods on one 30 GiB node's worth of room."""
+        """(k, shapes): a node of type t holds at most k pods of these shapes whatever their
+        mix. For each resource and each request size v some shape asks for, the shapes asking
+        at least v of it: k = allocatable // v. Without these rows the program counts room per
+        type, not per node, and would put two 16 GiB pods on one 30 GiB node's worth of room.
+        One resource per row: pods large in different resources can share a node (60 % of the
+        cpu and 60 % of the memory fit beside 10 % and 10 %)."""
         room = self.options[t].allocatable
-        out = []
-        for k in range(1, _LARGE_ITEM_ROWS + 1):
-            large = [
-                s
-                for s in on_type
-                if any(
-                    amount * (k + 1) > free
-                    for amount, free in zip(self.shapes[s], room, strict=True)
-                    if amount
-                )
-            ]
-            if len(large) > 1:
-                out.append((k, large))
-        return out
+        tightest: dict[tuple[int, ...], int] = {}
+        for d, free in enumerate(room):
+            for v in sorted({self.shapes[s][d] for s in on_type if self.shapes[s][d]}):
+                large = tuple(s for s in on_type if self.shapes[s][d] >= v)
+                if len(large) > 1:
+                    tightest[large] = min(tightest.get(large, free // v), free // v)
+        return [(k, list(large)) for large, k in sorted(tightest.items())]
 
     def start(self) -> list[float] | None:
         """A feasible point: every pod on nodes of the one type that costs least that way
@@ -170,14 +184,14 @@ class _Program:
         pairs = list(zip(self.shapes, self.counts, strict=True))
         for t in self.useful:
             room = self.options[t].allocatable
-            if any(_fits(shape, room) == 0 for shape, n in pairs if n):
+            if any(fits_count(shape, room) == 0 for shape, n in pairs if n):
                 continue
             by_resource = [
                 -(-sum(n * shape[d] for shape, n in pairs) // room[d])
                 for d in range(len(room))
                 if room[d]
             ]
-            by_shape = [-(-n // _fits(shape, room)) for shape, n in pairs]
+            by_shape = [-(-n // fits_count(shape, room)) for shape, n in pairs]
             nodes = max(*by_resource, *by_shape)
             cost = nodes * self.options[t].price_per_hour
             if best is None or cost < best[0]:
@@ -232,8 +246,7 @@ def _highs(program: _Program, settings: PackingSettings, *, integer: bool) -> An
     matrix.value_ = np.array([v for _, _, entries in rows for _, v in entries], dtype=float)
     solver = _Highs()
     solver.setOptionValue("output_flag", False)
-    solver.setOptionValue("time_limit", settings.deadline_seconds)
-    solver.setOptionValue("mip_max_nodes", settings.max_branch_nodes)
+    settings.limit(solver)
     solver.setOptionValue("mip_rel_gap", 1e-4)
     solver.passModel(lp)
     start = program.start() if integer else None
@@ -299,7 +312,7 @@ def _realise(
             base, extra = divmod(wanted, len(mine))
             for k, (_, room, got) in enumerate(mine):
                 share = base + (1 if k < extra else 0) if spread else wanted
-                take = min(share, _fits(shapes[s], room))
+                take = min(share, fits_count(shapes[s], room))
                 _add(room, got, shapes[s], s, take)
                 left[s] -= take
                 wanted -= take
@@ -308,7 +321,7 @@ def _realise(
         for _, room, got in nodes:
             if left[s] <= 0:
                 break
-            take = min(left[s], _fits(shapes[s], room))
+            take = min(left[s], fits_count(shapes[s], room))
             _add(room, got, shapes[s], s, take)
             left[s] -= take
     while any(left):
@@ -342,12 +355,12 @@ def _cheapest_new_node(
         room = list(options[t].allocatable)
         got = [0] * len(shapes)
         for s in order:
-            _add(room, got, shapes[s], s, min(left[s], _fits(shapes[s], room)))
+            _add(room, got, shapes[s], s, min(left[s], fits_count(shapes[s], room)))
         placed = sum(got)
         if placed == 0:
             continue
         score = options[t].price_per_hour / placed
-        if best is None or score < best[0] - _EPSILON:
+        if best is None or score < best[0] - EPSILON:
             best = (score, t, got)
     return None if best is None else (best[1], best[2])
 
@@ -375,7 +388,14 @@ def cheapest_packing(
     if not plan:
         return []
     ways = [_realise(plan, shapes, counts, options, useful, spread=s) for s in (True, False)]
-    found = [nodes for nodes in ways if nodes]
+    # Imported here: pattern_packing builds on this module's values.
+    from scheduler_svc.core.pattern_packing import downsized, pattern_packing
+
+    chosen = sorted(plan)
+    others = [t for t in useful if t not in plan]
+    known = [nodes for nodes in ways if nodes]
+    ways.append(pattern_packing(shapes, counts, options, [*chosen, *others], settings, known=known))
+    found = [downsized(nodes, shapes, options) for nodes in ways if nodes]
     return min(found, key=lambda nodes: packing_cost(nodes, options)) if found else []
 
 

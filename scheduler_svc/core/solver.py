@@ -179,13 +179,13 @@ def solve(
     packing: PackingSettings | None = None,
 ) -> SchedulingResult:
     """Place every pending pod of ``problem``: on existing nodes and in-flight claims first, then
-    on new NodeClaims (NodePools by weight). Pure; deterministic unless an integer program hits
-    its deadline (a safety net, see ``PackingSettings``). See the module docstring.
+    on new NodeClaims (NodePools by weight). Pure and deterministic: the integer programs
+    stop on a counted work budget, not a clock (``PackingSettings``). See the module docstring.
 
     ``catalogs`` reuses the catalog index across solves (built once per distinct catalog instead
     of on every call; the plan is the same either way). ``packing`` says which batches the
     integer program improves, with what budget (``PackingSettings``; default: batches up to
-    1,000 pods, 200 branch-and-bound nodes, 1 s at most)."""
+    1,000 pods, 200 branch-and-bound nodes, 1,000 whole-node columns)."""
     return _Solver(with_zone_ids_as_zones(problem), catalogs, packing).solve()
 
 

@@ -145,3 +145,53 @@ def test_pods_with_topology_keep_the_greedy_plan(
     )
     result = plan(pending, TWO_TYPES, bundled, catalogs)
     assert [len(c.pods) for c in result.new_claims] == [1, 1, 1, 1]
+
+
+def cheapest(types: tuple[InstanceType, ...], name: str) -> float:
+    """The lowest price of ``name`` among its offerings."""
+    return min(o.price_per_hour for t in types if t.name == name for o in t.offerings)
+
+
+def test_large_pods_per_node_are_counted_per_resource(
+    bundled: tuple[InstanceType, ...], catalogs: CatalogCache
+) -> None:
+    """arm64, 59 pods of 4 cpu (8Gi or 2Gi) and 7 of 500m: a c6g.12xlarge (47.8 cpu) holds
+    only 11 of the 4-cpu pods, which the program did not know (it counted cpu per type), so its
+    five c6g.12xlarge left four pods to dearer stragglers ($2.94/h); four c6g.metal hold all
+    ($2.77/h)."""
+    pool = NodePool(
+        "default", requirements=(Requirement("kubernetes.io/arch", Operator.IN, ("arm64",)),)
+    )
+    pending = (
+        pods(30, 4000, 8 * GIB, "a") + pods(7, 500, 256 * MIB, "b") + pods(29, 4000, 2 * GIB, "c")
+    )
+    result = plan(pending, pool, bundled, catalogs)
+    assert result.total_price_per_hour <= 4 * cheapest(bundled, "c6g.metal") + 1e-9
+
+
+def test_counts_that_do_not_split_into_nodes_are_packed_as_whole_nodes(
+    bundled: tuple[InstanceType, ...], catalogs: CatalogCache
+) -> None:
+    """c7gn.2xlarge (7.9 cpu, 13.8Gi) and c8i.24xlarge: 37 pods of 8Gi need a node each on the
+    small type, so greedy buys 37 c7gn.2xlarge ($5.69/h); the program's counts per type did not
+    split into nodes. One c8i.24xlarge holding twenty of them and 22 c7gn.2xlarge do
+    ($5.60/h)."""
+    pool = NodePool(
+        "default",
+        requirements=(
+            Requirement("karpenter.k8s.aws/instance-category", Operator.IN, ("c", "r")),
+            Requirement("karpenter.k8s.aws/instance-generation", Operator.GT, ("4",)),
+            Requirement(
+                "node.kubernetes.io/instance-type",
+                Operator.IN,
+                ("c7gn.2xlarge", "c8i.24xlarge", "m8id.8xlarge"),
+            ),
+        ),
+    )
+    pending = (
+        pods(19, 2000, 512 * MIB, "a") + pods(37, 500, 8 * GIB, "b") + pods(31, 1000, 4 * GIB, "c")
+    )
+    result = plan(pending, pool, bundled, catalogs)
+    small, large = cheapest(bundled, "c7gn.2xlarge"), cheapest(bundled, "c8i.24xlarge")
+    assert result.total_price_per_hour <= large + 22 * small + 1e-9
+    assert result.total_price_per_hour < 37 * small - 1e-9

@@ -1,0 +1,208 @@
+"""Whole nodes as the integer program's columns: the per-node check that the counts of
+``integer_packing`` lack.
+
+``integer_packing`` counts room per instance type; its counts may not split into real nodes
+(three pods that each take 40 % of a node's cpu fit its type's cpu row on two nodes' worth of
+room, but not on two nodes), and the realised plan then pays for extra nodes. Here every column
+is one node as it would run: a type and how many pods of each shape it holds (a "pattern"; only
+maximal ones, to which no pending pod can be added). The program
+
+    minimise   sum_p price_p * z_p
+    subject to sum_p pods_ps * z_p >= n_s      (every pod of shape s placed)
+               z_p non-negative integers
+
+is exact over the types it is given: every node of every plan on them is a pattern or fits in
+one. Patterns multiply with shapes and node size, so they are enumerated only for the types the
+counting program chose (and others while a budget of columns allows), and a type whose patterns
+exceed it is left out (on nodes holding that many pods, the counts split well anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler_svc.core.integer_packing import (
+    EPSILON,
+    NodeOption,
+    PackedNode,
+    PackingSettings,
+    fits_count,
+)
+
+_VISITS_PER_PATTERN = 10  # enumeration steps allowed per column of the budget (deterministic)
+
+
+@dataclass
+class PatternBudget:
+    """What is left of the enumeration's work: columns and steps, over all types."""
+
+    patterns: int
+    visits: int
+
+
+def maximal_patterns(
+    shapes: Sequence[tuple[int, ...]],
+    bounds: Sequence[int],
+    room: Sequence[int],
+    budget: PatternBudget,
+) -> list[tuple[int, ...]] | None:
+    """Every count vector (at most ``bounds[s]`` of shape s) that fits in ``room`` and to which
+    no shape still below its bound can be added, most of the first shape first; None (and the
+    budget spent) when they need more columns or steps than ``budget`` has left."""
+    found: list[tuple[int, ...]] = []
+    counts = [0] * len(shapes)
+    last = len(shapes) - 1
+
+    def visit(s: int, free: list[int]) -> bool:  # False: over the budget
+        budget.visits -= 1
+        if budget.visits < 0 or len(found) > budget.patterns:
+            return False
+        most = min(bounds[s], fits_count(shapes[s], free))
+        if s == last:  # the last shape takes all it can: anything less is not maximal
+            counts[s] = most
+            after = [f - a * most for f, a in zip(free, shapes[s], strict=True)]
+            if any(counts) and not any(
+                counts[j] < bounds[j] and fits_count(shapes[j], after) for j in range(last)
+            ):
+                found.append(tuple(counts))
+            return True
+        for count in range(most, -1, -1):
+            counts[s] = count
+            if not visit(s + 1, [f - a * count for f, a in zip(free, shapes[s], strict=True)]):
+                return False
+        counts[s] = 0
+        return True
+
+    if not visit(0, list(room)):
+        budget.visits = min(budget.visits, 0)
+        return None
+    budget.patterns -= len(found)
+    return found
+
+
+def pattern_packing(
+    shapes: Sequence[tuple[int, ...]],
+    counts: Sequence[int],
+    options: Sequence[NodeOption],
+    types: Sequence[int],
+    settings: PackingSettings,
+    *,
+    known: Sequence[Sequence[PackedNode]] = (),
+) -> list[PackedNode]:
+    """The cheapest nodes holding every pod, as the program of the module docstring finds them
+    within the work budget, over the maximal patterns of ``types`` (first ones first, while
+    ``settings.max_patterns`` columns allow) and the nodes of plans already ``known`` (other
+    packings' nodes: on a type whose patterns are too many to list they still let the program
+    mix that type with others; the cheapest known plan is the program's starting point, so the
+    search only looks for better); empty when HiGHS finds no plan."""
+    columns = sorted({(n.option, n.counts) for nodes in known for n in nodes})
+    budget = PatternBudget(settings.max_patterns, _VISITS_PER_PATTERN * settings.max_patterns)
+    for t in types:
+        room = options[t].allocatable
+        bounds = [min(n, fits_count(shape, room)) for shape, n in zip(shapes, counts, strict=True)]
+        found = maximal_patterns(shapes, bounds, room, budget)
+        if found is None:
+            break  # the budget is spent: the types listed so far are the program's
+        columns += [(t, pattern) for pattern in found]
+    covered = [sum(p[s] for _, p in columns) for s in range(len(shapes))]
+    if not columns or any(c == 0 and n for c, n in zip(covered, counts, strict=True)):
+        return []
+    start = [0.0] * len(columns)
+    if known:
+        index = {column: i for i, column in enumerate(columns)}
+        for n in min(known, key=lambda nodes: sum(options[n.option].price_per_hour for n in nodes)):
+            start[index[(n.option, n.counts)]] += 1
+    values = _solve_cover(columns, counts, options, settings, start if known else None)
+    if values is None:
+        return []
+    nodes = [
+        (t, list(pattern))
+        for (t, pattern), value in zip(columns, values, strict=True)
+        for _ in range(round(value))
+    ]
+    return _trimmed(nodes, counts, options)
+
+
+def _solve_cover(
+    columns: Sequence[tuple[int, tuple[int, ...]]],
+    counts: Sequence[int],
+    options: Sequence[NodeOption],
+    settings: PackingSettings,
+    start: list[float] | None,
+) -> Any:
+    """HiGHS's column values for the cover program (from ``start``, a feasible point, when
+    given), or None when it holds no feasible point."""
+    import numpy as np
+    from highspy import HighsLp, HighsSolution, HighsVarType, MatrixFormat, kHighsInf
+    from highspy._core import _Highs  # highspy.Highs() prints a banner on stdout; plan's JSON
+
+    lp = HighsLp()
+    lp.num_col_, lp.num_row_ = len(columns), len(counts)
+    lp.col_cost_ = np.array([options[t].price_per_hour for t, _ in columns], dtype=float)
+    lp.col_lower_ = np.zeros(len(columns))
+    lp.col_upper_ = np.full(len(columns), kHighsInf)
+    lp.row_lower_ = np.array(counts, dtype=float)
+    lp.row_upper_ = np.full(len(counts), kHighsInf)
+    lp.integrality_ = [HighsVarType.kInteger] * len(columns)
+    matrix = lp.a_matrix_
+    matrix.format_ = MatrixFormat.kColwise
+    matrix.num_col_, matrix.num_row_ = len(columns), len(counts)
+    entries = [[(s, float(n)) for s, n in enumerate(pattern) if n] for _, pattern in columns]
+    matrix.start_ = np.cumsum([0, *(len(e) for e in entries)], dtype=np.int32)
+    matrix.index_ = np.array([s for e in entries for s, _ in e], dtype=np.int32)
+    matrix.value_ = np.array([v for e in entries for _, v in e], dtype=float)
+    solver = _Highs()
+    solver.setOptionValue("output_flag", False)
+    settings.limit(solver)
+    # HiGHS's presolve probes every general-integer column: most of the time on a thousand
+    # patterns, and these few-row programs gain nothing from it.
+    solver.setOptionValue("presolve", "off")
+    solver.setOptionValue("mip_rel_gap", 1e-4)
+    solver.passModel(lp)
+    if start is not None:
+        solution = HighsSolution()
+        solution.col_value = start
+        solution.value_valid = True
+        solver.setSolution(solution)
+    solver.run()
+    if solver.getInfo().primal_solution_status != 2:  # 2: HiGHS holds a feasible point
+        return None
+    return solver.getSolution().col_value
+
+
+def _trimmed(
+    nodes: list[tuple[int, list[int]]], counts: Sequence[int], options: Sequence[NodeOption]
+) -> list[PackedNode]:
+    """The cover's nodes less the pods it placed twice (taken off the dearest nodes first)."""
+    surplus = [sum(got[s] for _, got in nodes) - n for s, n in enumerate(counts)]
+    for _, got in sorted(nodes, key=lambda node: -options[node[0]].price_per_hour):
+        for s, extra in enumerate(surplus):
+            taken = min(extra, got[s])
+            got[s] -= taken
+            surplus[s] -= taken
+    return [PackedNode(t, tuple(got)) for t, got in nodes if any(got)]
+
+
+def downsized(
+    nodes: Sequence[PackedNode], shapes: Sequence[tuple[int, ...]], options: Sequence[NodeOption]
+) -> list[PackedNode]:
+    """Each node on the cheapest option that holds its pods (its own unless one is cheaper)."""
+    out = []
+    for node in nodes:
+        used = [
+            sum(n * shape[d] for shape, n in zip(shapes, node.counts, strict=True))
+            for d in range(len(shapes[0]))
+        ]
+        best = node.option
+        for t, option in enumerate(options):
+            if option.price_per_hour < options[best].price_per_hour - EPSILON and all(
+                u <= a for u, a in zip(used, option.allocatable, strict=True)
+            ):
+                best = t
+        out.append(PackedNode(best, node.counts))
+    return out
+
+
+__all__ = ["PatternBudget", "downsized", "maximal_patterns", "pattern_packing"]
