@@ -27,6 +27,23 @@ SUBCOMMAND_MODULES: dict[str, str] = {
     "viewer": "daiku_cli.viewer",
 }
 
+# What `daiku --help` lists for each subcommand: the first sentence of its docstring, kept
+# here so the list needs no import (every module together takes about 2 s to import;
+# tests/cli/test_plan_startup.py checks these against the docstrings).
+SUBCOMMAND_HELP: dict[str, str] = {
+    "catalog": "Print the instance-type catalog (capacity, allocatable, labels, offerings), "
+    "offline, sizes in natural order (c5.large, c5.xlarge, c5.2xlarge, …, c5.metal).",
+    "convert": "Convert Karpenter manifests (v1, v1beta1, v1alpha5) into daiku.dev/v1 objects.",
+    "explain": "Explain daiku's decisions.",
+    "plan": "Show which NodeClaims daiku would launch for these manifests, and why.",
+    "report": "Draw a `daiku up` run (pods, nodes by capacity type, $/h, launches and "
+    "disruptions).",
+    "up": "Run daiku on a local cluster and EC2 emulator and play a scenario (default: inflate "
+    "scaled 0 -> 5 -> 20).",
+    "viewer": "Watch the cluster's nodes: by NodePool, with cpu/memory bars, prices and pending "
+    "pods.",
+}
+
 
 def without_flag_types(params: list[click.Parameter]) -> list[click.Parameter]:
     """The parameters with no ``<bool>`` shown after plain flags in help.
@@ -56,12 +73,25 @@ class DaikuGroup(TyperGroup):
 
 
 class LazyCommandGroup(DaikuGroup):
-    """The root group: imports a subcommand's module the first time that command is asked for."""
+    """The root group: imports a subcommand's module the first time that command is asked for;
+    the root's help lists every command from ``SUBCOMMAND_HELP`` without importing any."""
+
+    _listing = False
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(SUBCOMMAND_MODULES) | set(self.commands))
 
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if self._listing and cmd_name not in self.commands and cmd_name in SUBCOMMAND_HELP:
+            # A stand-in that only carries the help line: running the command resolves it again.
+            return TyperCommand(cmd_name, short_help=SUBCOMMAND_HELP[cmd_name])
         if cmd_name not in self.commands and cmd_name in SUBCOMMAND_MODULES:
             importlib.import_module(SUBCOMMAND_MODULES[cmd_name])
             # The module registered on `app`; rebuild the Click group from it to get the command.

@@ -47,3 +47,34 @@ def test_resolving_the_plan_command_imports_only_plan() -> None:
     others = {"daiku_cli.catalog", "daiku_cli.convert", "daiku_cli.explain", "daiku_cli.up"}
     assert loaded.isdisjoint(others), sorted(loaded & others)
     assert _packages(loaded).isdisjoint(HEAVY_MODULES)
+
+
+def test_root_help_imports_no_subcommand() -> None:
+    """`daiku --help` lists every command without importing their modules (importing them all
+    took about 2 s)."""
+    probe = (
+        "import contextlib, io; from daiku_cli.main import app; "
+        "out = io.StringIO(); ctx = contextlib.redirect_stdout(out); ctx.__enter__(); "
+        "app(['--help'], standalone_mode=False); ctx.__exit__(None, None, None); "
+        "assert all(n in out.getvalue() for n in ('catalog', 'convert', 'explain', 'plan', 'up'))"
+    )
+    loaded = _modules_loaded_by(probe)
+
+    subcommands = {"daiku_cli.catalog", "daiku_cli.convert", "daiku_cli.explain"}
+    assert loaded.isdisjoint(subcommands | {"daiku_cli.plan", "daiku_cli.up"})
+    assert _packages(loaded).isdisjoint(HEAVY_MODULES)
+
+
+def test_the_help_listed_for_each_command_is_its_docstrings_first_sentence() -> None:
+    """The help lines `daiku --help` shows without importing match the commands' own help."""
+    import typer
+
+    from daiku_cli.main import SUBCOMMAND_HELP, SUBCOMMAND_MODULES, app
+
+    group = typer.main.get_command(app)
+    context = group.make_context("daiku", ["plan", "--help"], resilient_parsing=True)
+    assert set(SUBCOMMAND_HELP) == set(SUBCOMMAND_MODULES)
+    for name, listed in SUBCOMMAND_HELP.items():
+        command = group.get_command(context, name)
+        assert command is not None
+        assert " ".join((command.help or "").split()).startswith(listed), name
