@@ -75,7 +75,9 @@ class Repacking(Packing):
             if b.pods and all(key in owner for key in b.pods):
                 groups.setdefault((pool.index, b.requirements), []).append(b)
         for (pool_index, requirements), bins in groups.items():
-            if sum(len(b.pods) for b in bins) <= self.packing_settings.max_pods:
+            # One pod: its greedy claim already buys the cheapest type that holds it, and the
+            # programs would cost a live round 20 ms for nothing (bench.reaction's 1-pod case).
+            if 1 < sum(len(b.pods) for b in bins) <= self.packing_settings.max_pods:
                 self._repack(self.pools[pool_index], requirements, bins, owner)
 
     def _first_fit_decreasing(

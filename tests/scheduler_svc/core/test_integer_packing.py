@@ -79,3 +79,28 @@ def test_a_deadline_is_passed_on_when_set(monkeypatch: pytest.MonkeyPatch) -> No
     options = [NodeOption((100, 100), 1.0)]
     cheapest_packing([(60, 10)], [3], options, PackingSettings(deadline_seconds=2.0))
     assert _RecordingHighs.options["time_limit"] == 2.0
+
+
+def test_a_single_pod_keeps_its_greedy_claim_without_a_program(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One pod's greedy claim is already the cheapest type that holds it: no program runs
+    (it cost a live round about 20 ms), and two pods still get one."""
+    from scheduler_svc.core import NodePool, Pod, Resources, SchedulingInput, repacking, solve
+    from tests.scheduler_svc.core.builders import instance_type
+
+    calls: list[int] = []
+    real = repacking.cheapest_packing
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(repacking, "cheapest_packing", counting)
+    types = (instance_type("small", 2, 4, price=0.1), instance_type("large", 8, 16, price=0.3))
+    for count, expected_calls in ((1, 0), (2, 1)):
+        calls.clear()
+        pods = tuple(Pod(f"p-{i}", containers=(Resources(500, 2**29),)) for i in range(count))
+        result = solve(SchedulingInput(pods, (NodePool("default"),), types))
+        assert sum(len(c.pods) for c in result.new_claims) == count
+        assert len(calls) == expected_calls
