@@ -189,8 +189,10 @@ def downsized(
     nodes: Sequence[PackedNode], shapes: Sequence[tuple[int, ...]], options: Sequence[NodeOption]
 ) -> list[PackedNode]:
     """Each node on the cheapest option that holds its pods (its own unless one is cheaper)."""
-    out = []
+    moved: dict[PackedNode, PackedNode] = {}  # plans repeat nodes: 1,000 alike are common
     for node in nodes:
+        if node in moved:
+            continue
         used = [
             sum(n * shape[d] for shape, n in zip(shapes, node.counts, strict=True))
             for d in range(len(shapes[0]))
@@ -201,8 +203,8 @@ def downsized(
                 u <= a for u, a in zip(used, option.allocatable, strict=True)
             ):
                 best = t
-        out.append(PackedNode(best, node.counts))
-    return out
+        moved[node] = PackedNode(best, node.counts)
+    return [moved[node] for node in nodes]
 
 
 __all__ = ["PatternBudget", "downsized", "maximal_patterns", "pattern_packing"]
