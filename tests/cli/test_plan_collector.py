@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import daiku_cli.plan
-from scheduler_svc.core import SchedulingInput, SchedulingResult
+from scheduler_svc.core import SchedulingInput, SchedulingResult, solve
 from tests.cli.test_plan import deployment, nodepool, plan_json, write
 
 
@@ -18,7 +18,7 @@ def test_plan_solves_with_a_raised_collection_threshold_and_restores_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[int] = []
-    real_solve = daiku_cli.plan.solve
+    real_solve = solve
 
     def recording_solve(problem: SchedulingInput, **kwargs: Any) -> SchedulingResult:
         seen.append(gc.get_threshold()[0])

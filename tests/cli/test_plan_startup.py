@@ -69,9 +69,10 @@ def test_the_help_listed_for_each_command_is_its_docstrings_first_sentence() -> 
     """The help lines `daiku --help` shows without importing match the commands' own help."""
     import typer
 
-    from daiku_cli.main import SUBCOMMAND_HELP, SUBCOMMAND_MODULES, app
+    from daiku_cli.main import SUBCOMMAND_HELP, SUBCOMMAND_MODULES, LazyCommandGroup, app
 
     group = typer.main.get_command(app)
+    assert isinstance(group, LazyCommandGroup)
     context = group.make_context("daiku", ["plan", "--help"], resilient_parsing=True)
     assert set(SUBCOMMAND_HELP) == set(SUBCOMMAND_MODULES)
     for name, listed in SUBCOMMAND_HELP.items():

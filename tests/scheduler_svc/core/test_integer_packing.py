@@ -90,7 +90,7 @@ def test_a_single_pod_keeps_its_greedy_claim_without_a_program(
     from tests.scheduler_svc.core.builders import instance_type
 
     calls: list[int] = []
-    real = repacking.cheapest_packing
+    real = cheapest_packing
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
