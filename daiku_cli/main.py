@@ -27,12 +27,13 @@ SUBCOMMAND_MODULES: dict[str, str] = {
     "viewer": "daiku_cli.viewer",
 }
 
-# What `daiku --help` lists for each subcommand: the first sentence of its docstring, kept
+# What `daiku --help` lists for each subcommand: the start of its docstring, kept
 # here so the list needs no import (every module together takes about 2 s to import;
 # tests/cli/test_plan_startup.py checks these against the docstrings).
 SUBCOMMAND_HELP: dict[str, str] = {
     "catalog": "Print the instance-type catalog (capacity, allocatable, labels, offerings), "
-    "offline, sizes in natural order (c5.large, c5.xlarge, c5.2xlarge, …, c5.metal).",
+    "offline, sizes in natural order (c5.large, c5.xlarge, c5.2xlarge, …, c5.metal); with -f, "
+    "as the NodeOverlays in those files change it.",
     "convert": "Convert Karpenter manifests (v1, v1beta1, v1alpha5) into daiku.dev/v1 objects.",
     "explain": "Explain daiku's decisions.",
     "plan": "Show which NodeClaims daiku would launch for these manifests, and why.",
