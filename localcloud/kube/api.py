@@ -9,7 +9,7 @@ Routes: `/version`, `/healthz` (`/livez`, `/readyz`) without auth; everything el
 
 with GET (get, list, `watch=true` streams one JSON event per line over chunked HTTP), POST
 (create; pods/binding, pods/eviction), PUT (update; /status, /scale), PATCH (merge, JSON,
-strategic merge; `application/apply-patch+yaml` is approximated, see below), DELETE (object
+strategic merge; `application/apply-patch+yaml` is server-side apply, see below), DELETE (object
 or collection). Query booleans are accepted in any case (`watch=True`, `watch=1`). Every error
 is a `Status` object. Reads are answered as their `Accept` header asks (`representations`): JSON,
 a meta.k8s.io/v1 Table, PartialObjectMetadata or YAML.
@@ -22,9 +22,11 @@ whatever changed since. A token from before a compaction is 410 Expired, a malfo
 not yet reached: 504) is honoured as kube-apiserver does. `/openapi/v2` and
 `/openapi/v3` answer 404, and kubectl then falls back to its compiled-in types.
 
-Server-side apply (`kubectl apply --server-side`) is approximated: create when absent, else a
-strategic merge (merge for custom resources) of the applied configuration, with no field
-ownership or conflict detection.
+Server-side apply (`kubectl apply --server-side`) needs `fieldManager` (400 otherwise), creates
+when absent and keeps field ownership in `metadata.managedFields` (`managed_fields`): 409 with
+the conflicts in `details.causes` unless `force=true`, fields dropped from a manager's applied
+configuration removed when no other manager owns them. Every other write records an Update
+entry for its `fieldManager`, or the user agent's first word as kube-apiserver derives it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -43,7 +45,8 @@ import structlog
 import yaml
 from aiohttp import web
 
-from localcloud.kube import discovery
+from localcloud.kube import discovery, managed_fields
+from localcloud.kube.apply import shape_of
 from localcloud.kube.errors import (
     ApiError,
     BadRequest,
@@ -55,6 +58,8 @@ from localcloud.kube.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
+from localcloud.kube.managed_fields import Writer, check_manager, default_manager, require_manager
+from localcloud.kube.objects import format_timestamp
 from localcloud.kube.protobuf import decode_object
 from localcloud.kube.representations import (
     Representation,
@@ -386,8 +391,14 @@ class KubeApi:
         if dry_run and dry_run != "All":
             raise BadRequest(f"unsupported dryRun value {dry_run!r}")
         mode = request.query.get("fieldValidation") or "Warn"
+        manager = request.query.get("fieldManager") or default_manager(
+            request.headers.get("User-Agent", "")
+        )
+        check_manager(manager)
+        sub = subresource if subresource in ("status", "scale") else ""
         with (
             self.store.fields.requested(mode) as warnings,
+            self.store.writers.writing(Writer(manager, rt.api_version, sub)),
             self.store.dry_run() if dry_run else contextlib.nullcontext(),
         ):
             response = await self._serve_now(request, rt, namespace, name, subresource)
@@ -643,7 +654,9 @@ class KubeApi:
             )
         body = await self._body(request)
         if patch_type == "apply":
-            return await self._server_side_apply(rt, namespace, name, body)
+            return await self._server_side_apply(
+                request, rt, name, body, namespace=namespace, subresource=subresource
+            )
         return _json_response(
             await self.store.patch(
                 rt,
@@ -657,20 +670,48 @@ class KubeApi:
         )
 
     async def _server_side_apply(
-        self, rt: ResourceType, namespace: str | None, name: str, body: JsonObject
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        name: str,
+        body: JsonObject,
+        *,
+        namespace: str | None,
+        subresource: str | None,
     ) -> web.Response:
+        """Apply `body` as `fieldManager` (see `managed_fields.apply`): create when absent,
+        else merge with field ownership; retried when another write lands in between."""
         if not isinstance(body, dict):
             raise BadRequest("an apply patch must be an object")
+        writer = Writer(
+            require_manager(request.query.get("fieldManager")), rt.api_version, subresource or ""
+        )
+        force = _flag(request.query.get("force"))
         body.setdefault("metadata", {})["name"] = name
         body["metadata"].pop("managedFields", None)
-        try:
-            await self.store.get(rt, name, namespace)
-        except NotFound:
-            return _json_response(await self.store.create(rt, body, namespace), 201)
-        patch_type = "strategic" if rt.strategic_patch else "merge"
-        return _json_response(
-            await self.store.patch(rt, name, body, patch_type, namespace=namespace)
-        )
+        if subresource is None and rt.has_status:
+            body.pop("status", None)  # status is written through /status only
+        shape = shape_of(rt)
+        now = replace(writer, time=format_timestamp(self._clock()))
+        for _ in range(5):
+            live = self.store.get_nowait(rt, name, namespace)
+            with self.store.writers.writing(writer, applied=True):
+                if live is None:
+                    merged = managed_fields.apply(None, body, shape, now, force=force)
+                    return _json_response(
+                        await self.store.create(rt, merged, namespace, copy=False), 201
+                    )
+                merged = managed_fields.apply(live, body, shape, now, force=force)
+                try:
+                    return _json_response(
+                        await self.store.update(
+                            rt, merged, namespace, subresource=subresource, copy=False
+                        )
+                    )
+                except ApiError as error:
+                    if error.code != 409 or error.reason != "Conflict":
+                        raise
+        raise InternalError(f"apply of {rt.kind} {name!r} kept racing other writes")
 
     async def _delete_options(self, request: web.Request) -> JsonObject:
         options: JsonObject = {}

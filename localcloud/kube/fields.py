@@ -194,6 +194,9 @@ def _fields(type_name: str) -> _Fields:
     return fields
 
 
+model_fields = _fields
+
+
 def _model_name(group: str, version: str, kind: str) -> str | None:
     api_version = f"{group}/{version}" if group else version
     name: str | None = _table()["kinds"].get(f"{api_version}/{kind}")
@@ -253,3 +256,6 @@ def served_kinds() -> list[tuple[str, str, str]]:
 
 if __name__ == "__main__":
     _TABLE_PATH.write_text(json.dumps(generate_table(served_kinds()), indent=0) + "\n")
+
+
+model_name = _model_name

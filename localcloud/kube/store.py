@@ -96,6 +96,7 @@ from localcloud.kube.errors import (
 )
 from localcloud.kube.fields import FieldValidation
 from localcloud.kube.garbage_collector import FOREGROUND, GarbageCollector
+from localcloud.kube.managed_fields import Writers
 from localcloud.kube.namespaces import NamespaceLifecycle
 from localcloud.kube.objects import Clock, JsonObject, copy_json, format_timestamp, utc_now
 from localcloud.kube.patches import apply_patch
@@ -147,6 +148,8 @@ class Store(ObjectStorage):
         self._service_addresses = ServiceAddresses()
         # the fieldValidation of the HTTP write being served (see `fields`)
         self.fields = FieldValidation()
+        # the fieldManager of the HTTP write being served (see `managed_fields`)
+        self.writers = Writers()
         for resource_type in BUILTIN_RESOURCES:
             self.register(resource_type)
         for name in namespaces:
@@ -237,6 +240,7 @@ class Store(ObjectStorage):
         if rt.has_status and not rt.status_on_create:
             obj.pop("status", None)
         obj = self._admitted(rt, obj, name, bucket)
+        self.writers.record(rt, None, obj, self._clock)
         if rt.key == CRD_KEY:
             self._crds.establish(obj)
         return self._commit(rt, ADDED, obj, None)
@@ -354,6 +358,7 @@ class Store(ObjectStorage):
         if subresource is None:
             check_immutable(rt, new, old)
         validate_object(rt, new, old)
+        self.writers.record(rt, old, new, self._clock)
         if new == old:
             return old
         if rt.has_generation and spec_of(rt, new) != spec_of(rt, old):
