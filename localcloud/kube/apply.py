@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Final, Protocol
 
 from localcloud.kube.fields import model_fields, model_name
@@ -98,102 +99,121 @@ class Deduced:
 DEDUCED: Final = Deduced()
 
 
-@dataclass(frozen=True)
 class SchemaShape:
-    """A CRD's structural schema node (openAPIV3Schema)."""
+    """A CRD's structural schema node (openAPIV3Schema); children are built once."""
 
-    schema: Mapping[str, Any]
-
-    @property
-    def kind(self) -> str:
-        s = self.schema
-        if s.get("type") == "array":
-            return "list"
-        if s.get("type") == "object" or "properties" in s or "additionalProperties" in s:
-            if s.get("x-kubernetes-map-type") == "atomic":
-                return "atomic"
-            if s.get("x-kubernetes-preserve-unknown-fields") and "properties" not in s:
-                return "map"
-            return "struct" if "properties" in s else "map"
-        return "scalar"
-
-    @property
-    def list_type(self) -> str:
-        return str(self.schema.get("x-kubernetes-list-type", "atomic"))
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return tuple(self.schema.get("x-kubernetes-list-map-keys") or ())
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.schema = schema
+        self.kind = _schema_kind(schema)
+        self.list_type = str(schema.get("x-kubernetes-list-type", "atomic"))
+        self.keys = tuple(schema.get("x-kubernetes-list-map-keys") or ())
+        self._children: dict[str, Shape] = {}
+        self._item: Shape | None = None
 
     def child(self, name: str) -> Shape:
-        properties = self.schema.get("properties") or {}
-        if name in properties:
-            return SchemaShape(properties[name])
-        extra = self.schema.get("additionalProperties")
-        if isinstance(extra, dict):
-            return SchemaShape(extra)
-        return DEDUCED
+        shape = self._children.get(name)
+        if shape is None:
+            properties = self.schema.get("properties") or {}
+            extra = self.schema.get("additionalProperties")
+            if name in properties:
+                shape = SchemaShape(properties[name])
+            elif isinstance(extra, dict):
+                shape = SchemaShape(extra)
+            else:
+                shape = DEDUCED
+            self._children[name] = shape
+        return shape
 
     def item(self) -> Shape:
-        items = self.schema.get("items")
-        return SchemaShape(items) if isinstance(items, dict) else DEDUCED
+        if self._item is None:
+            items = self.schema.get("items")
+            self._item = SchemaShape(items) if isinstance(items, dict) else DEDUCED
+        return self._item
 
 
-@dataclass(frozen=True)
+def _schema_kind(s: Mapping[str, Any]) -> str:
+    if s.get("type") == "array":
+        return "list"
+    if s.get("type") == "object" or "properties" in s or "additionalProperties" in s:
+        if s.get("x-kubernetes-map-type") == "atomic":
+            return "atomic"
+        return "struct" if "properties" in s else "map"
+    return "scalar"
+
+
 class BuiltinShape:
     """A built-in kind's type, from the official client's models (`fields`): `type_name` is a
     model (`V1PodSpec`), `list[...]`, `dict(str, ...)` or a scalar; `field` names the field it
-    sits in, which picks the merge key of a list (patchMergeKey, as `patches.MERGE_KEYS`)."""
+    sits in, which picks the merge key of a list (patchMergeKey, as `patches.MERGE_KEYS`).
+    Built through `builtin_shape`, so each (type, field) is worked out once."""
 
-    type_name: str
-    field: str = ""
-
-    @property
-    def kind(self) -> str:
-        t = self.type_name
-        if t.startswith("list["):
-            return "list"
-        if t.startswith("dict("):
-            return "map"
-        if t in _ATOMIC_MODELS:
-            return "atomic"
-        return "struct" if model_fields(t) else "scalar"
-
-    @property
-    def list_type(self) -> str:
-        inner = self.type_name[5:-1]
-        if self.field in MERGE_KEYS and model_fields(inner):
-            return "map"
-        if self.field in MERGE_PRIMITIVE_LISTS:
-            return "set"
-        return "atomic"
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        key = MERGE_KEYS.get(self.field)
-        return (key,) if key else ()
+    def __init__(self, type_name: str, field: str = "") -> None:
+        self.type_name = type_name
+        self.field = field
+        self.keys: tuple[str, ...] = ()
+        self.list_type = "atomic"
+        if type_name.startswith("list["):
+            self.kind = "list"
+            inner = type_name[5:-1]
+            if field in MERGE_KEYS and model_fields(inner):
+                self.list_type, self.keys = "map", (MERGE_KEYS[field],)
+            elif field in MERGE_PRIMITIVE_LISTS:
+                self.list_type = "set"
+        elif type_name.startswith("dict("):
+            self.kind = "map"
+        elif type_name in _ATOMIC_MODELS:
+            self.kind = "atomic"
+        else:
+            self.kind = "struct" if model_fields(type_name) else "scalar"
+        self._children: dict[str, Shape] = {}
 
     def child(self, name: str) -> Shape:
-        if self.type_name.startswith("dict("):
-            return BuiltinShape(self.type_name[len("dict(str, ") : -1], name)
-        field_type = model_fields(self.type_name).get(name)
-        return BuiltinShape(field_type, name) if field_type else DEDUCED
+        shape = self._children.get(name)
+        if shape is None:
+            if self.type_name.startswith("dict("):
+                shape = builtin_shape(self.type_name[len("dict(str, ") : -1], name)
+            else:
+                field_type = model_fields(self.type_name).get(name)
+                shape = builtin_shape(field_type, name) if field_type else DEDUCED
+            self._children[name] = shape
+        return shape
 
     def item(self) -> Shape:
-        return BuiltinShape(self.type_name[5:-1], self.field)
+        return builtin_shape(self.type_name[5:-1], self.field)
+
+
+@cache
+def builtin_shape(type_name: str, field: str = "") -> BuiltinShape:
+    return BuiltinShape(type_name, field)
 
 
 # structs the Go types mark +structType=atomic: owned and replaced whole
 _ATOMIC_MODELS: Final = frozenset({"V1LabelSelector"})
-OBJECT_META: Final = BuiltinShape("V1ObjectMeta")
+OBJECT_META: Final = builtin_shape("V1ObjectMeta")
 
 
 def shape_of(rt: ResourceType) -> Shape:
     """How objects of `rt` merge: its CRD schema, its built-in model, or deduced."""
     if rt.schema is not None:
-        return SchemaShape(rt.schema)
-    model = model_name(rt.group, rt.version, rt.kind)
-    return BuiltinShape(model) if model else DEDUCED
+        return _schema_shape(rt.schema)
+    return _builtin_kind_shape(rt.group, rt.version, rt.kind)
+
+
+@cache
+def _builtin_kind_shape(group: str, version: str, kind: str) -> Shape:
+    model = model_name(group, version, kind)
+    return builtin_shape(model) if model else DEDUCED
+
+
+_SCHEMA_SHAPES: dict[int, SchemaShape] = {}
+
+
+def _schema_shape(schema: Mapping[str, Any]) -> SchemaShape:
+    # keyed by identity: the shape holds the schema, so the id is not reused while cached
+    shape = _SCHEMA_SHAPES.get(id(schema))
+    if shape is None:
+        shape = _SCHEMA_SHAPES[id(schema)] = SchemaShape(schema)
+    return shape
 
 
 # ----------------------------------------------------------------- paths
@@ -250,6 +270,60 @@ def _walk(value: Any, shape: Shape, path: Path, out: FieldSet) -> None:
         out[path] = value
 
 
+def fields_tree(obj: Mapping[str, Any], shape: Shape) -> JsonObject:
+    """`to_fields_v1(field_set(obj, shape))` built in one pass: a create's entry owns all of
+    the object, and creates are the hot path."""
+    tree: JsonObject = {}
+    for name, value in obj.items():
+        if name in _IGNORED_TOP:
+            continue
+        if name == "metadata" and isinstance(value, dict):
+            meta = {
+                "f:" + meta_name: _subtree(meta_value, OBJECT_META.child(meta_name))
+                for meta_name, meta_value in value.items()
+                if meta_name not in _IGNORED_META
+            }
+            if meta:
+                tree["f:metadata"] = meta
+            continue
+        tree["f:" + name] = _subtree(value, shape.child(name))
+    return tree
+
+
+# one empty dict for every owned leaf of a create's tree: stored objects are never edited in
+# place and readers get deep copies, and it spares the allocations on the create path
+_LEAF: Final[JsonObject] = {}
+
+
+def _subtree(value: Any, shape: Shape) -> JsonObject:
+    kind = shape.kind
+    if isinstance(value, dict) and value and kind in ("struct", "map"):
+        node: JsonObject = {".": _LEAF} if kind == "map" else {}
+        for name, child in value.items():
+            # a scalar is an owned leaf whatever its shape: no call for most fields
+            node["f:" + name] = (
+                _subtree(child, shape.child(name)) if isinstance(child, dict | list) else _LEAF
+            )
+        return node
+    if isinstance(value, list) and value and kind == "list":
+        if shape.list_type == "map" and _keyed(value, shape.keys):
+            item_shape = shape.item()
+            node = {}
+            for item in value:
+                sub: JsonObject = {".": _LEAF}
+                for name, child in item.items():
+                    sub["f:" + name] = (
+                        _subtree(child, item_shape.child(name))
+                        if isinstance(child, dict | list)
+                        else _LEAF
+                    )
+                node[_key_element(item, shape.keys)] = sub
+            return node
+        if shape.list_type == "set" and all(not isinstance(i, dict | list) for i in value):
+            return {_value_element(i): _LEAF for i in value}
+    return _LEAF
+
+
 def path_string(path: Path) -> str:
     """The path as structured-merge-diff prints it: `.spec.containers[name="app"].image`."""
     parts = []
@@ -271,9 +345,9 @@ def path_string(path: Path) -> str:
 
 
 def to_fields_v1(paths: Iterable[Path]) -> JsonObject:
-    """The nested fieldsV1 form of a set of paths."""
+    """The nested fieldsV1 form of a set of paths, keys sorted as the apiserver writes them."""
     tree: JsonObject = {}
-    for path in paths:
+    for path in sorted(paths):
         node = tree
         for element in path:
             node = node.setdefault(element, {})

@@ -18,6 +18,7 @@ from localcloud.kube.apply import (
     Path,
     Shape,
     field_set,
+    fields_tree,
     from_fields_v1,
     path_string,
     shape_of,
@@ -76,14 +77,16 @@ def _paths(entry: JsonObject) -> set[Path]:
     return from_fields_v1(fields) if isinstance(fields, dict) else set()
 
 
-def _entry(writer: Writer, operation: str, paths: set[Path]) -> JsonObject:
+def _entry(
+    writer: Writer, operation: str, paths: set[Path], tree: JsonObject | None = None
+) -> JsonObject:
     entry: JsonObject = {
         "manager": writer.manager,
         "operation": operation,
         "apiVersion": writer.api_version,
         "time": writer.time,
         "fieldsType": "FieldsV1",
-        "fieldsV1": to_fields_v1(sorted(paths)),
+        "fieldsV1": to_fields_v1(paths) if tree is None else tree,
     }
     if writer.subresource:
         entry["subresource"] = writer.subresource
@@ -101,7 +104,7 @@ def _rebuilt(
         if ident not in touched:
             out.append(entry)
         elif paths:
-            out.append({**entry, "fieldsV1": to_fields_v1(sorted(paths))})
+            out.append({**entry, "fieldsV1": to_fields_v1(paths)})
     return out
 
 
@@ -111,8 +114,11 @@ def record_update(
     """The managedFields after a non-apply write of `new` over `old` (None: a create): the
     writer's Update entry gains what it changed, other entries lose it, removed fields leave
     every entry. Unchanged entries keep their time, so a no-op write stays a no-op."""
-    before = field_set(old, shape) if old is not None else {}
+    if old is None:  # a create: the writer owns everything
+        tree = fields_tree(new, shape)
+        return [_entry(writer, UPDATE, set(), tree)] if tree else []
     after = field_set(new, shape)
+    before = field_set(old, shape)
     changed = {p for p, v in after.items() if p not in before or (v is not NODE and before[p] != v)}
     removed = before.keys() - after.keys()
     entries = _entries(old)
@@ -329,9 +335,9 @@ class Writers:
                 **old,
                 "metadata": {**old["metadata"], "managedFields": meta.get("managedFields") or []},
             }
-        entries = record_update(
-            base, new, shape_of(rt), replace(self.writer, time=format_timestamp(clock()))
-        )
+        # a create happens at its creationTimestamp: no second clock read and format
+        now = (meta.get("creationTimestamp") if old is None else None) or format_timestamp(clock())
+        entries = record_update(base, new, shape_of(rt), replace(self.writer, time=now))
         if entries:
             meta["managedFields"] = entries
         else:

@@ -8,8 +8,8 @@ import pytest
 
 from localcloud.kube.apply import (
     DEDUCED,
-    BuiltinShape,
     SchemaShape,
+    builtin_shape,
     field_set,
     from_fields_v1,
     path_string,
@@ -18,7 +18,7 @@ from localcloud.kube.apply import (
 from localcloud.kube.errors import Conflict
 from localcloud.kube.managed_fields import Writer, apply, default_manager, record_update
 
-POD = BuiltinShape("V1Pod")
+POD = builtin_shape("V1Pod")
 ONE = Writer("one", "v1", time="2026-01-01T00:00:00Z")
 TWO = Writer("two", "v1", time="2026-01-01T00:00:01Z")
 
@@ -46,7 +46,7 @@ def test_fields_v1_round_trips_and_paths_print_as_structured_merge_diff() -> Non
 def test_tolerations_are_atomic_and_label_selectors_too() -> None:
     obj = pod(tolerations=[{"key": "k"}])
     assert field_set(obj, POD)[("f:spec", "f:tolerations")] == [{"key": "k"}]
-    deployment = BuiltinShape("V1Deployment")
+    deployment = builtin_shape("V1Deployment")
     spec = {"spec": {"selector": {"matchLabels": {"a": "b"}}}}
     assert set(field_set(spec, deployment)) == {("f:spec", "f:selector")}
 
