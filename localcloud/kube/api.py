@@ -45,7 +45,7 @@ import structlog
 import yaml
 from aiohttp import web
 
-from localcloud.kube import discovery, managed_fields
+from localcloud.kube import discovery, managed_fields, openapi
 from localcloud.kube.apply import shape_of
 from localcloud.kube.errors import (
     ApiError,
@@ -309,6 +309,8 @@ class KubeApi:
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["openapi", "v3"]:
             return self._openapi_v3(parts[2:])
+        if parts == ["openapi", "v2"]:
+            return self._openapi_v2(request)
         if not parts or parts[0] not in ("api", "apis"):
             raise NotFound("the server could not find the requested resource")
         types = self.store.resource_types()
@@ -371,7 +373,22 @@ class KubeApi:
             document = None
         if document is None:
             raise NotFound("the server could not find the requested resource")
+        group_version = "/".join(rest[1:])
+        served = [t for t in types if t.api_version == group_version]
+        document["components"]["schemas"] = openapi.schemas(served)
         return _json_response(document)
+
+    def _openapi_v2(self, request: web.Request) -> web.Response:
+        """Swagger 2.0 as JSON. client-go asks for it as protobuf only (gnostic), which is not
+        served: that request gets 404, and kubectl uses OpenAPI v3 or its compiled-in types."""
+        accept = request.headers.get("Accept", "")
+        if accept and "json" not in accept and "*/*" not in accept:
+            raise NotFound("the server could not find the requested resource")
+        info = {
+            "title": "Kubernetes (localcloud)",
+            "version": discovery.SERVER_VERSION["gitVersion"],
+        }
+        return _json_response(openapi.openapi_v2(self.store.resource_types(), info))
 
     async def _serve(
         self,

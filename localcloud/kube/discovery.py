@@ -160,13 +160,13 @@ def _hash(group_version: str, types: Iterable[ResourceType]) -> str:
 def openapi_v3_group_version(
     group_version: str, types: Iterable[ResourceType]
 ) -> JsonObject | None:
-    """A schema-less OpenAPI v3 document for one group/version.
+    """The paths of the OpenAPI v3 document for one group/version (the API server adds the
+    schemas, `openapi.schemas`).
 
     It carries, per resource, the PATCH operation with its `x-kubernetes-group-version-kind`
     and the `fieldValidation` parameter: that is what kubectl checks to decide that the server
-    validates fields itself (`kubectl apply`'s default `--validate=strict`). Without request
-    body content types kubectl computes apply patches from its compiled-in types, as it does
-    against servers without OpenAPI v3.
+    validates fields itself (`kubectl apply`'s default `--validate=strict`), so kubectl leaves
+    validation to the server as it does with kube-apiserver 1.27+.
     """
     served = [t for t in types if t.api_version == group_version]
     if not served:
