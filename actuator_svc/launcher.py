@@ -39,6 +39,7 @@ from actuator_svc.cloud.provider import (
     FleetResult,
     FleetTemplate,
     Instance,
+    Subnet,
 )
 from actuator_svc.core.fleet_errors import (
     IDEMPOTENT_PARAMETER_MISMATCH,
@@ -75,6 +76,9 @@ GONE_STATES: Final = frozenset({"shutting-down", "terminated"})
 # launched (DescribeInstances is eventually consistent on AWS; the emulator shows it at once).
 DEFAULT_LOOKUP_SECONDS: Final = 2.0
 _LOOKUP_INTERVAL_SECONDS: Final = 0.2
+# How long a subnet that answered InsufficientFreeAddressesInSubnet is left out of launches.
+FULL_SUBNET_SECONDS: Final = 180.0
+INSUFFICIENT_FREE_ADDRESSES: Final = "InsufficientFreeAddressesInSubnet"
 # Claims whose next unused step this process remembers; the oldest are forgotten first.
 MAX_REMEMBERED_CLAIMS: Final = 10_000
 # Steps one launch may take: a few per capacity type, plus steps lost to other replicas and
@@ -198,6 +202,9 @@ class Launcher:
         self._waiters: dict[str, int] = {}
         self._in_flight: dict[tuple[str, str], asyncio.Task[LaunchResult]] = {}
         self._steps = StepMemory()
+        # Subnets a launch found out of addresses, until when (epoch seconds): an ICE of the
+        # subnet, not of the offerings; launches use the zone's next subnet meanwhile.
+        self._full_subnets: dict[str, float] = {}
 
     async def launch(self, request: LaunchRequest) -> LaunchResult:
         """Launch the claim, or return its instance if it has one.
@@ -296,11 +303,7 @@ class Launcher:
         permanent: list[OfferingFailure] = []
         first_step = step = self._steps.next_step(name)
         while step - first_step < MAX_STEPS_PER_LAUNCH:
-            now = self._clock()
-            cached = self._unavailable.unavailable_among(request.offerings, now)
-            for key, entry in cached.items():
-                if key not in failed:
-                    skipped.setdefault(key, SkippedOffering(key, entry.reason, entry.until_seconds))
+            self._skip_unavailable_now(request, resolved, skipped, failed)
             batch = next_batch(request.offerings, set(skipped) | set(failed))
             if batch is None:
                 self._metrics.launches.labels(capacity_type="", outcome="exhausted").inc()
@@ -320,6 +323,7 @@ class Launcher:
                 failed,
                 permanent,
                 launched=result.instance_id is not None,
+                resolved=resolved,
             )
             attempts.append(LaunchAttempt(start, self._clock(), batch.offerings, errors))
             if result.instance_id is not None:
@@ -396,7 +400,7 @@ class Launcher:
             OfferingKey(result.instance_type, result.zone, batch.capacity_type),
         )
         arch = await self._catalog.architecture(key.instance_type) or "x86_64"
-        subnet = resolved.subnet_by_zone.get(key.zone)
+        subnet = self._subnet(resolved, key.zone)
         instance = Instance(
             id=instance_id,
             instance_type=key.instance_type,
@@ -415,6 +419,50 @@ class Launcher:
         )
         return LaunchResult(instance, key, self._catalog.price(key), ())
 
+    def _subnet(self, resolved: ResolvedNodeClass, zone: str) -> Subnet | None:
+        """The zone's subnet for a launch now: the first (most free addresses) not found out
+        of addresses within FULL_SUBNET_SECONDS."""
+        now = self._clock()
+        listed = resolved.subnets_by_zone.get(zone)
+        if listed is None:
+            listed = (resolved.subnet_by_zone[zone],) if zone in resolved.subnet_by_zone else ()
+        return next((s for s in listed if self._full_subnets.get(s.id, 0.0) <= now), None)
+
+    def _subnet_id(self, resolved: ResolvedNodeClass, zone: str) -> str:
+        subnet = self._subnet(resolved, zone)
+        return subnet.id if subnet is not None else ""
+
+    def _subnet_full(self, resolved: ResolvedNodeClass, error: FleetError) -> bool:
+        """InsufficientFreeAddressesInSubnet naming a zone: the subnet used there is out of
+        addresses (an ICE of the subnet); the zone's next subnet takes the next call."""
+        if error.code != INSUFFICIENT_FREE_ADDRESSES or not error.zone:
+            return False
+        subnet = self._subnet(resolved, error.zone)
+        if subnet is None:
+            return False
+        self._full_subnets[subnet.id] = self._clock() + FULL_SUBNET_SECONDS
+        log.info("subnet_out_of_addresses", subnet_id=subnet.id, zone=error.zone)
+        return True
+
+    def _skip_unavailable_now(
+        self,
+        request: LaunchRequest,
+        resolved: ResolvedNodeClass,
+        skipped: dict[OfferingKey, SkippedOffering],
+        failed: dict[OfferingKey, str],
+    ) -> None:
+        """Add to `skipped` the offerings cached as unavailable and those of a zone whose
+        subnets all ran out of addresses (during this launch or a recent one)."""
+        now = self._clock()
+        cached = self._unavailable.unavailable_among(request.offerings, now)
+        for key, entry in cached.items():
+            if key not in failed:
+                skipped.setdefault(key, SkippedOffering(key, entry.reason, entry.until_seconds))
+        for key in request.offerings:
+            full = key.zone in resolved.subnet_by_zone and self._subnet(resolved, key.zone) is None
+            if full and key not in skipped:
+                skipped[key] = SkippedOffering(key, INSUFFICIENT_FREE_ADDRESSES)
+
     def _record_errors(
         self,
         request: LaunchRequest,
@@ -424,11 +472,20 @@ class Launcher:
         permanent: list[OfferingFailure],
         *,
         launched: bool,
+        resolved: ResolvedNodeClass,
     ) -> tuple[OfferingFailure, ...]:
         """Map each fleet error to the offerings it names; cache the capacity failures."""
         now = self._clock()
         recorded = []
         for error in errors:
+            if self._subnet_full(resolved, error):
+                recorded += [
+                    OfferingFailure(k, error.code, error.message)
+                    for k in batch.offerings
+                    if k.zone == error.zone
+                    and (not error.instance_type or k.instance_type == error.instance_type)
+                ]
+                continue
             # An account-wide limit rules out the whole capacity type, unless the same call
             # still launched an instance of it.
             if is_capacity_type_wide(error.code) and not launched:
@@ -478,6 +535,8 @@ class Launcher:
                 skipped[key] = SkippedOffering(key, "NotOfferedInZone")
             elif key.zone not in resolved.subnet_by_zone:
                 skipped[key] = SkippedOffering(key, "NoSubnetInZone")
+            elif self._subnet(resolved, key.zone) is None:
+                skipped[key] = SkippedOffering(key, INSUFFICIENT_FREE_ADDRESSES)
             elif arch not in resolved.image_by_architecture:
                 skipped[key] = SkippedOffering(key, "NoImageForArchitecture")
         return skipped
@@ -498,7 +557,7 @@ class Launcher:
             by_arch.setdefault((arch, key.capacity_reservation_id), []).append(
                 FleetOverride(
                     instance_type=key.instance_type,
-                    subnet_id=resolved.subnet_by_zone[key.zone].id,
+                    subnet_id=self._subnet_id(resolved, key.zone),
                     zone=key.zone,
                     priority=float(priority),
                 )

@@ -31,6 +31,9 @@ from actuator_svc.core.node_class import (
 from actuator_svc.errors import NothingSelectedError
 
 T = TypeVar("T")
+# A node needs an address for its primary interface; with fewer free, a launch would fail with
+# InsufficientFreeAddressesInSubnet.
+MIN_FREE_ADDRESSES = 1
 # EC2 starts reclaiming a Capacity Block's instances this long before its end: from then on the
 # block is "expiring" (Karpenter's state) and takes no launches.
 BLOCK_RECLAIM_SECONDS = timedelta(minutes=30).total_seconds()
@@ -43,6 +46,9 @@ class ResolvedNodeClass:
     subnet_by_zone: dict[str, Subnet]
     security_group_ids: tuple[str, ...]
     image_by_architecture: dict[str, str]
+    # Every usable subnet per zone, most free addresses first (subnet_by_zone holds the first):
+    # a launch that finds one out of addresses goes on with the next.
+    subnets_by_zone: dict[str, tuple[Subnet, ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,10 @@ class NodeClassResolver:
         *,
         clock: Callable[[], float],
         refresh_seconds: float = 300.0,
+        min_free_addresses: int = MIN_FREE_ADDRESSES,
     ) -> None:
+        """`min_free_addresses`: a subnet with fewer free IPv4 addresses takes no launch."""
+        self.min_free_addresses = min_free_addresses
         self._cloud = cloud
         self._clock = clock
         self._refresh_seconds = refresh_seconds
@@ -154,14 +163,15 @@ class NodeClassResolver:
         """Resolve the node class for a launch; NothingSelectedError (an InvalidRequestError)
         names the terms that match nothing."""
         resolution = await self.describe(node_class)
-        by_zone: dict[str, Subnet] = {}
-        for subnet in resolution.subnets:
-            # The subnet with the most free addresses in each zone, as Karpenter picks.
-            best = by_zone.get(subnet.zone)
-            if best is None or subnet.available_ip_count > best.available_ip_count:
-                by_zone[subnet.zone] = subnet
+        by_zone: dict[str, list[Subnet]] = {}
+        # The subnet with the most free addresses in each zone first, as Karpenter picks; a
+        # subnet with too few for a node is skipped up front (aws/karpenter-provider-aws#5234).
+        for subnet in resolution.subnets:  # most free addresses first
+            if subnet.available_ip_count >= self.min_free_addresses:
+                by_zone.setdefault(subnet.zone, []).append(subnet)
         return ResolvedNodeClass(
-            subnet_by_zone=by_zone,
+            subnet_by_zone={zone: subnets[0] for zone, subnets in by_zone.items()},
+            subnets_by_zone={zone: tuple(subnets) for zone, subnets in by_zone.items()},
             security_group_ids=tuple(g.id for g in resolution.security_groups),
             image_by_architecture={i.architecture: i.id for i in resolution.images},
         )

@@ -249,6 +249,15 @@ class Ec2Emulator:
             tags=tags,
         )
 
+    def exhaust_subnet(self, subnet_id: str) -> None:
+        """Use up the subnet's free addresses: DescribeSubnets reports 0 available and a launch
+        into it fails with InsufficientFreeAddressesInSubnet."""
+        from moto.ec2.models import ec2_backends
+
+        with self._state.ec2_lock:
+            subnet = ec2_backends[self.account_id][self.region].get_subnet(subnet_id)
+            subnet._available_ip_addresses -= subnet.available_ip_address_count
+
     def reset_capacity(self) -> None:
         """Give every pool capacity again."""
         self._state.pools.reset()

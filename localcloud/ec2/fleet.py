@@ -30,6 +30,7 @@ from localcloud.ec2.reservations import CAPACITY_BLOCK, CapacityReservations
 from localcloud.ec2.spot_prices import spot_price
 
 UNSUPPORTED = "Unsupported"
+INSUFFICIENT_FREE_ADDRESSES = "InsufficientFreeAddressesInSubnet"
 INVALID_PARAMETER = "InvalidParameterValue"
 
 
@@ -348,6 +349,17 @@ def run_instant_fleet(
             if refused is not None:
                 errors.append(FleetError(candidate, capacity_type, *refused))
                 continue
+        if candidate.subnet_id and _out_of_addresses(backend, candidate.subnet_id):
+            errors.append(
+                FleetError(
+                    candidate,
+                    capacity_type,
+                    INSUFFICIENT_FREE_ADDRESSES,
+                    f"There are not enough free addresses in subnet '{candidate.subnet_id}' to "
+                    "satisfy the requested number of instances.",
+                )
+            )
+            continue
         # A pool the driver marked unavailable fails with the code it chose, even where moto's
         # data says the zone does not offer the type: the explicit setup is what a test means.
         pool_error = (
@@ -390,6 +402,14 @@ def run_instant_fleet(
         None,
         allocation_strategy(params, capacity_type),
     )
+
+
+def _out_of_addresses(backend: Any, subnet_id: str) -> bool:
+    """Whether the subnet has no free IPv4 address (moto counts them per subnet)."""
+    try:
+        return int(backend.get_subnet(subnet_id).available_ip_address_count) < 1
+    except Exception:  # an unknown subnet was refused when the candidate was planned
+        return False
 
 
 def _pool_message(candidate: FleetCandidate, error_code: str) -> str:
