@@ -176,8 +176,14 @@ def apply(
     # parents first: an item removed by its key takes its fields with it
     for path in sorted(sets.get(own, set()) - applied.keys() - others, key=len):
         remove_path(merged, path)
-    out = [e for e in _rebuilt(entries, sets, touched) if _ident(e) != own]
-    out.append(_entry(writer, APPLY, set(applied)))
+    previous = next((e for e in entries if _ident(e) == own), None)
+    if previous is not None and sets[own] == applied.keys() and not touched:
+        # the same configuration again: the entry keeps its time, so an unchanged object
+        # stays unchanged (no new resourceVersion), as kube-apiserver skips no-op applies
+        out = entries
+    else:
+        out = [e for e in _rebuilt(entries, sets, touched) if _ident(e) != own]
+        out.append(_entry(writer, APPLY, set(applied)))
     merged.setdefault("metadata", {})["managedFields"] = out
     return merged
 

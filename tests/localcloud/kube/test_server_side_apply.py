@@ -15,6 +15,8 @@ from kubernetes_asyncio import client
 from localcloud.kube.server import KubeApiServer
 from tests.localcloud.kube.conftest import Kubectl
 
+REPO = Path(__file__).resolve().parents[3]
+
 
 def config_map(data: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "cfg", "namespace": "default"}
@@ -215,3 +217,22 @@ async def test_official_client_apply_gets_409_from_a_second_manager(
 ) -> None:
     status, owners = await asyncio.to_thread(_official_client_applies, tmp_path / "kubeconfig")
     assert (status, owners) == (409, ["one"])
+
+
+async def test_applying_the_same_configuration_again_changes_nothing(
+    kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """A no-op apply keeps the resourceVersion (and the entry's time); custom resources too."""
+    await kubectl("apply", "--server-side", "-f", str(REPO / "deploy" / "crds"))
+    example = str(REPO / "deploy" / "examples" / "nodepool-default.yaml")
+    await kubectl("apply", "--server-side", "-f", example)
+    first = await kube.store.get("nodepools.daiku.dev", "default")
+    # an entry written a while ago: re-applying must not refresh its time (nor the object)
+    first["metadata"]["managedFields"][0]["time"] = "2020-01-01T00:00:00Z"
+    first = await kube.store.update("nodepools.daiku.dev", first)
+    await kubectl("apply", "--server-side", "-f", example)
+    again = await kube.store.get("nodepools.daiku.dev", "default")
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    entry = managers(again)[("kubectl", "Apply")]
+    assert entry["time"] == "2020-01-01T00:00:00Z"
+    assert "f:template" in entry["fieldsV1"]["f:spec"]
