@@ -60,6 +60,7 @@ import json
 import random
 import statistics
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -430,6 +431,7 @@ class Outcome:
     ffd: float
     daiku: float
     daiku_nodes: int
+    plan_cpu: float
 
 
 def run(count: int, seed: int, verbose: bool) -> list[Outcome]:
@@ -447,7 +449,9 @@ def run(count: int, seed: int, verbose: bool) -> list[Outcome]:
                 types = list(build_input([str(manifest_file)], str(catalog_file)).instance_types)
             workload = random_workload(rng, types)
             manifest_file.write_text(yaml.safe_dump_all(manifests(workload)), encoding="utf-8")
+            started = time.process_time()
             document = daiku_plan(manifest_file, catalog_file)
+            plan_cpu = time.process_time() - started
             if document["unschedulable"]:
                 raise RuntimeError(f"workload {index}: unschedulable pods: {document}")
             problem = build_input([str(manifest_file)], str(catalog_file))
@@ -457,13 +461,15 @@ def run(count: int, seed: int, verbose: bool) -> list[Outcome]:
                 first_fit_decreasing(problem),
                 float(document["totalHourlyCost"]),
                 len(document["nodeClaims"]),
+                plan_cpu,
             )
             outcomes.append(outcome)
             if verbose:
                 print(
                     f"{index:>3} bound=${outcome.bound:7.4f} ffd=${outcome.ffd:7.4f} "
                     f"daiku=${outcome.daiku:7.4f} ({outcome.daiku / outcome.bound:5.3f}, "
-                    f"{outcome.daiku_nodes} nodes)  {workload.describe()}"
+                    f"{outcome.daiku_nodes} nodes, {outcome.plan_cpu:.2f}s cpu)  "
+                    f"{workload.describe()}"
                 )
     return outcomes
 
@@ -473,11 +479,13 @@ def summary(outcomes: list[Outcome]) -> str:
     daiku = [o.daiku / o.bound for o in outcomes]
     ffd = [o.ffd / o.bound for o in outcomes]
     above = sum(1 for o in outcomes if o.daiku > o.ffd + 1e-9)
+    cpu = [o.plan_cpu for o in outcomes]
     return (
         f"workloads={len(outcomes)}  daiku/bound mean={statistics.mean(daiku):.4f} "
         f"worst={max(daiku):.4f}  ffd/bound mean={statistics.mean(ffd):.4f} "
         f"worst={max(ffd):.4f}  daiku>ffd in {above}  "
-        f"(targets: mean<=1.02 worst<=1.08 daiku>ffd in 0)"
+        f"(targets: mean<=1.02 worst<=1.08 daiku>ffd in 0)  daiku plan cpu: "
+        f"max={max(cpu):.2f}s total={sum(cpu):.1f}s"
     )
 
 

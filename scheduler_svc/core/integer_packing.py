@@ -49,7 +49,7 @@ class PackingSettings:
     max_pods: int = 1000
     max_types: int = 24
     max_branch_nodes: int = 200
-    max_patterns: int = 1000
+    max_patterns: int = 500
     deadline_seconds: float | None = None
 
     @property

@@ -185,7 +185,7 @@ def solve(
     ``catalogs`` reuses the catalog index across solves (built once per distinct catalog instead
     of on every call; the plan is the same either way). ``packing`` says which batches the
     integer program improves, with what budget (``PackingSettings``; default: batches up to
-    1,000 pods, 200 branch-and-bound nodes, 1,000 whole-node columns)."""
+    1,000 pods, 200 branch-and-bound nodes, 500 whole-node columns)."""
     return _Solver(with_zone_ids_as_zones(problem), catalogs, packing).solve()
 
 
