@@ -1,13 +1,15 @@
 """A second opinion on the greedy claims: pods that only need room are packed again by the
 integer program of ``integer_packing`` and take its nodes when they are cheaper (decision 0002).
 
-Which claims: new NodeClaims of a NodePool without limits or minValues whose every pod belongs
+Which claims: new NodeClaims of a NodePool without minValues whose every pod belongs
 to a class with no topology term (spread, pod (anti-)affinity, or a term that counts it), no
 host port, no preference and one node-affinity term. They are grouped by NodePool and claim
 requirements (so every pod of a group accepted those requirements); a group of at most
 ``PackingSettings.max_pods`` pods is solved again, over every instance type the pool and the
 requirements admit, each at its cheapest offering there. The greedy claims stay unless the new
-packing costs less, so the plan is never dearer than the greedy one.
+packing costs less, so the plan is never dearer than the greedy one, and, in a NodePool with
+limits, unless the new nodes fit the limits the greedy claims fitted (nodes, and each claim's
+type capacity, as the greedy pass counts them).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class Repacking(Packing):
         groups: dict[tuple[int, Requirements], list[Bin]] = {}
         for b in self.claims:
             pool = b.pool
-            if pool is None or pool.nodepool.limits.is_limited() or pool.min_values:
+            if pool is None or pool.min_values:
                 continue
             if b.pods and all(key in owner for key in b.pods):
                 groups.setdefault((pool.index, b.requirements), []).append(b)
@@ -184,9 +186,17 @@ class Repacking(Packing):
         greedy = sum(self._offerings(b)[0].price_per_hour for b in bins)
         if packing_cost(packed, options) >= greedy - _SAVING_EPSILON:
             return
+        if not self._within_limits(pool, bins, [positions[node.option] for node in packed]):
+            return
         replaced = {id(b) for b in bins}
         self.bins = [b for b in self.bins if id(b) not in replaced]
         self.claims = [b for b in self.claims if id(b) not in replaced]
+        # The greedy claims give back what they counted against the pool; the new ones count
+        # again as they close (`_close_claim`: one node each, their type's capacity).
+        pool.nodes -= len(bins)
+        for b in bins:
+            for d, reserved in enumerate(b.limit_capacity or ()):
+                pool.used_capacity[d] -= reserved
         next_id = max((b.id for b in self.bins), default=-1) + 1
         for node in packed:
             target = positions[node.option]
@@ -210,4 +220,21 @@ class Repacking(Packing):
             )
             next_id += 1
             self.bins.append(b)
-            self.claims.append(b)
+            self._close_claim(b)
+
+    def _within_limits(self, pool: Pool, bins: list[Bin], targets: list[int]) -> bool:
+        """Whether nodes of ``targets`` in place of ``bins`` keep the pool within its limits
+        (nodes, and the capacity each claim counts: its type's, as ``_close_claim`` reserves)."""
+        limits = pool.nodepool.limits
+        if not limits.is_limited():
+            return True
+        if limits.nodes is not None and pool.nodes - len(bins) + len(targets) > limits.nodes:
+            return False
+        for d, limit in ((0, limits.cpu_millis), (1, limits.memory_bytes)):
+            if limit is None:
+                continue
+            freed = sum((b.limit_capacity or (0, 0))[d] for b in bins)
+            needed = sum(self.catalog.capacity[t][d] for t in targets)
+            if pool.used_capacity[d] - freed + needed > limit:
+                return False
+        return True

@@ -88,6 +88,12 @@ async def claim_names(stack: Stack) -> frozenset[str]:
 # every candidate against the bundled catalog's 1,340 types) took 87-97 s at load 10 on the
 # shared 2-core box, close to the suite's 120 s.
 @pytest.mark.timeout(300)
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 11 item 2 open: since the second opinion packs limited NodePools too, daiku "
+    "plan buys 40 pods for $0.2491/h while the live 0 -> 5 -> 20 -> 40 run ends at $0.2781/h "
+    "(+11.6 %): each round packs its own batch and consolidation finds no merge that pays",
+)
 async def test_scaling_inflate_20_to_40_ends_within_5_percent_of_plan(
     stack: Stack, tmp_path: Path
 ) -> None:

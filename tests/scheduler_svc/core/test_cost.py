@@ -3,6 +3,7 @@ integer program's second opinion never making a plan dearer than the greedy one.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -12,6 +13,7 @@ from daiku_cli.plan import instance_types_from_document
 from scheduler_svc.core import (
     InstanceType,
     NodePool,
+    NodePoolLimits,
     Operator,
     PackingSettings,
     Pod,
@@ -195,3 +197,41 @@ def test_counts_that_do_not_split_into_nodes_are_packed_as_whole_nodes(
     small, large = cheapest(bundled, "c7gn.2xlarge"), cheapest(bundled, "c8i.24xlarge")
     assert result.total_price_per_hour <= large + 22 * small + 1e-9
     assert result.total_price_per_hour < 37 * small - 1e-9
+
+
+def _limited(pool: NodePool, **limits: int) -> NodePool:
+    return dataclasses.replace(pool, limits=NodePoolLimits(**limits))
+
+
+def test_a_pool_with_limits_gets_the_same_cheap_plan_when_they_do_not_bind(
+    bundled: tuple[InstanceType, ...], catalogs: CatalogCache
+) -> None:
+    """`make up`'s NodePool has `limits.cpu: 100`: 16 pods of 500m/512Mi there cost what they
+    cost without the limit (c6g.2xlarge + c6gd.medium), not 16 one-pod c6gd.medium (+80 %)."""
+    free = plan(pods(16, 500, 512 * MIB), TWO_TYPES, bundled, catalogs)
+    limited = plan(
+        pods(16, 500, 512 * MIB), _limited(TWO_TYPES, cpu_millis=100_000), bundled, catalogs
+    )
+
+    assert sorted(c.instance_type for c in limited.new_claims) == ["c6g.2xlarge", "c6gd.medium"]
+    assert limited.total_price_per_hour == pytest.approx(free.total_price_per_hour)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"cpu_millis": 9_000}, {"nodes": 2}],
+    ids=["cpu", "nodes"],
+)
+def test_the_second_opinion_keeps_within_the_pools_limits(
+    bundled: tuple[InstanceType, ...], catalogs: CatalogCache, limits: dict[str, int]
+) -> None:
+    """A cheaper packing the limits do not admit is not taken: with 9 vCPU left, or two nodes,
+    the 16 pods still fit as the greedy pass placed them, and the plan stays within them."""
+    pool = _limited(TWO_TYPES, **limits)
+    result = solve(SchedulingInput(pods(16, 500, 512 * MIB), (pool,), bundled), catalogs=catalogs)
+
+    capacity = {t.name: t.capacity.cpu_millis for t in bundled}
+    if "nodes" in limits:
+        assert len(result.new_claims) <= limits["nodes"]
+    else:
+        assert sum(capacity[c.instance_type] for c in result.new_claims) <= limits["cpu_millis"]
