@@ -261,7 +261,7 @@ def _walk(value: Any, shape: Shape, path: Path, out: FieldSet) -> None:
                 item_shape = shape.item()
                 for name, child in item.items():
                     _walk(child, item_shape.child(name), (*item_path, "f:" + name), out)
-        elif shape.list_type == "set" and all(not isinstance(i, dict | list) for i in value):
+        elif shape.list_type == "set" and all(not isinstance(i, _CONTAINERS) for i in value):
             for item in value:
                 out[(*path, _value_element(item))] = item
         else:
@@ -290,6 +290,7 @@ def fields_tree(obj: Mapping[str, Any], shape: Shape) -> JsonObject:
     return tree
 
 
+_CONTAINERS: Final = (dict, list)  # a tuple: `dict | list` builds a union per evaluation
 # one empty dict for every owned leaf of a create's tree: stored objects are never edited in
 # place and readers get deep copies, and it spares the allocations on the create path
 _LEAF: Final[JsonObject] = {}
@@ -302,7 +303,7 @@ def _subtree(value: Any, shape: Shape) -> JsonObject:
         for name, child in value.items():
             # a scalar is an owned leaf whatever its shape: no call for most fields
             node["f:" + name] = (
-                _subtree(child, shape.child(name)) if isinstance(child, dict | list) else _LEAF
+                _subtree(child, shape.child(name)) if isinstance(child, _CONTAINERS) else _LEAF
             )
         return node
     if isinstance(value, list) and value and kind == "list":
@@ -314,12 +315,12 @@ def _subtree(value: Any, shape: Shape) -> JsonObject:
                 for name, child in item.items():
                     sub["f:" + name] = (
                         _subtree(child, item_shape.child(name))
-                        if isinstance(child, dict | list)
+                        if isinstance(child, _CONTAINERS)
                         else _LEAF
                     )
                 node[_key_element(item, shape.keys)] = sub
             return node
-        if shape.list_type == "set" and all(not isinstance(i, dict | list) for i in value):
+        if shape.list_type == "set" and all(not isinstance(i, _CONTAINERS) for i in value):
             return {_value_element(i): _LEAF for i in value}
     return _LEAF
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from localcloud.kube.apply import (
@@ -343,7 +343,10 @@ class Writers:
             }
         # a create happens at its creationTimestamp: no second clock read and format
         now = (meta.get("creationTimestamp") if old is None else None) or format_timestamp(clock())
-        entries = record_update(base, new, shape_of(rt), replace(self.writer, time=now))
+        w = self.writer  # built directly: dataclasses.replace costs more on every write
+        entries = record_update(
+            base, new, shape_of(rt), Writer(w.manager, w.api_version, w.subresource, now)
+        )
         if entries:
             meta["managedFields"] = entries
         else:
