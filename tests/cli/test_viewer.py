@@ -7,6 +7,7 @@ import asyncio
 import html
 import os
 import re
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -15,9 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from daiku_cli.main import app
 from daiku_cli.viewer import ClusterFeed, ViewerApp
 from daiku_cli.viewer_model import NO_NODEPOOL, cluster_view
 from daiku_cli.viewer_render import format_age, usage_bar
@@ -245,7 +244,17 @@ async def test_once_prints_one_screen_with_bundled_prices_and_exits(
 
 
 def test_an_unreachable_cluster_is_a_dependency_failure(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["viewer", "--once", "--kubeconfig", str(tmp_path / "none")])
+    # A process of its own, as a user runs it: the command configures structlog for itself,
+    # which in this process would change every later test's logging.
+    daiku = Path(sys.executable).parent / "daiku"
+    missing = str(tmp_path / "none")
+    result = subprocess.run(
+        [str(daiku), "viewer", "--once", "--kubeconfig", missing],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
-    assert result.exit_code == 3
-    assert "cannot read the cluster" in result.output
+    assert result.returncode == 3
+    assert "cannot read the cluster" in result.stderr
