@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from daiku_cli.planned_nodes import planned_node
 from scheduler_svc.core import Node, SchedulingInput, SchedulingResult, solve
 from scheduler_svc.core.headroom import (
     LABEL_CAPACITY_BUFFER,
@@ -19,7 +20,6 @@ from scheduler_svc.core.headroom import (
     requested_in_pool,
     virtual_pods,
 )
-from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_HOSTNAME, LABEL_ZONE
 
 
 def _with_placed(problem: SchedulingInput, result: SchedulingResult) -> list[Node]:
@@ -42,25 +42,8 @@ def _claims_in_flight(problem: SchedulingInput, result: SchedulingResult) -> lis
     for index, claim in enumerate(result.new_claims):
         chosen = claim.offerings[0]
         instance_type, pool = types[chosen.instance_type], pools[claim.nodepool]
-        name = f"planned-{index + 1}"
-        labels = {
-            **instance_type.labels,
-            **pool.node_labels(),
-            LABEL_ZONE: chosen.zone,
-            LABEL_CAPACITY_TYPE: chosen.capacity_type,
-            LABEL_HOSTNAME: name,
-        }
-        nodes.append(
-            Node(
-                name,
-                labels=labels,
-                taints=pool.taints,
-                allocatable=instance_type.allocatable,
-                capacity=instance_type.capacity,
-                pods=tuple(pods[k] for k in claim.pods if k in pods),
-                is_in_flight=True,
-            )
-        )
+        claim_pods = (pods[k] for k in claim.pods if k in pods)
+        nodes.append(planned_node(f"planned-{index + 1}", instance_type, pool, chosen, claim_pods))
     return nodes
 
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from daiku_cli.planned_nodes import planned_node
 from scheduler_svc.core import (
     ExistingPlacement,
-    Node,
     NodeClaimPlan,
     SchedulingInput,
     SchedulingResult,
 )
-from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_HOSTNAME, LABEL_ZONE
 from scheduler_svc.core.static import StaticClaim, reconcile_static, static_claim_plan
 
 
@@ -56,23 +55,7 @@ def plan_static(problem: SchedulingInput) -> tuple[SchedulingInput, StaticPlan]:
         for index in range(decision.create):
             name = f"{pool.name}-static-{len(existing) + index + 1}"
             claims[name] = plan
-            labels = {
-                **instance_type.labels,
-                **pool.node_labels(),
-                LABEL_ZONE: chosen.zone,
-                LABEL_CAPACITY_TYPE: chosen.capacity_type,
-                LABEL_HOSTNAME: name,
-            }
-            nodes.append(
-                Node(
-                    name,
-                    labels=labels,
-                    taints=pool.taints,
-                    allocatable=instance_type.allocatable,
-                    capacity=instance_type.capacity,
-                    is_in_flight=True,
-                )
-            )
+            nodes.append(planned_node(name, instance_type, pool, chosen))
     return dataclasses.replace(problem, nodes=tuple(nodes)), StaticPlan(claims, tuple(notes))
 
 
