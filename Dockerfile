@@ -30,6 +30,9 @@ RUN data="$(/opt/daiku/bin/python -c 'import botocore, os; print(os.path.dirname
  && find "$data" -mindepth 1 -maxdepth 1 -type d \
       ! -name ec2 ! -name sqs ! -name pricing ! -name sts ! -name sso ! -name sso-oidc \
       -exec rm -rf {} +
+# numpy (HiGHS's arrays) ships its own test suites, 8 MB nothing here runs.
+RUN site="$(/opt/daiku/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+ && find "$site/numpy" -type d -name tests -prune -exec rm -rf {} +
 # The two services and the generated contract they share, as plain packages in site-packages
 # (the project's wheel would also carry localcloud and the CLI).
 COPY daiku ./daiku

@@ -87,13 +87,14 @@ def test_each_service_prints_its_help_from_the_image(container: str, service: st
     assert result.stdout.startswith(f"usage: python -m {service}"), result.stdout[:200]
 
 
-def test_the_image_is_at_most_250_mb_non_root_and_labelled() -> None:
-    """Its layers add up to at most 250 MB (uncompressed, as `docker images` counts; `make
-    image` prints the size), it runs as UID 65532, and it carries the OCI source, version and
-    licenses labels."""
+def test_the_image_is_at_most_320_mb_non_root_and_labelled() -> None:
+    """Its layers add up to at most 320 MB (uncompressed, as `docker images` counts; `make
+    image` prints the size; 250 MB before the scheduler's HiGHS and the numpy it brings, about
+    60 MB, became runtime dependencies), it runs as UID 65532, and it carries the OCI source,
+    version and licenses labels."""
     inspected = json.loads(buildah("inspect", "--type", "image", IMAGE))
     size_bytes = sum(layer["size"] for layer in json.loads(inspected["Manifest"])["layers"])
-    assert size_bytes <= 250e6, f"{size_bytes / 1e6:.1f} MB"
+    assert size_bytes <= 320e6, f"{size_bytes / 1e6:.1f} MB"
     config = inspected["OCIv1"]["config"]
     assert config["User"] == "65532:65532"
     labels = config["Labels"]
