@@ -73,9 +73,9 @@ START = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
 DAEMON = Pod("aws-node", namespace="kube-system", containers=(Resources(50, 64 * MIB),))
 
 
-@functools.cache
-def catalog() -> tuple[InstanceType, ...]:
-    """The bundled catalog, narrowed to what the NodePool allows (loaded once per run)."""
+def bench_catalog(capacity_type: str) -> tuple[InstanceType, ...]:
+    """The bundled catalog's c/m/r, generation > 4, amd64 types with only their
+    ``capacity_type`` offerings: what the churn and rebalance benches' NodePools allow."""
     from daiku_cli.catalog import bundled_catalog_document
     from daiku_cli.plan import instance_types_from_document
 
@@ -88,10 +88,16 @@ def catalog() -> tuple[InstanceType, ...]:
             continue
         if labels.get("kubernetes.io/arch") != "amd64":
             continue
-        on_demand = tuple(o for o in t.offerings if o.capacity_type == "on-demand")
-        if on_demand:
-            out.append(InstanceType(t.name, t.capacity, t.allocatable, t.labels, on_demand))
+        offered = tuple(o for o in t.offerings if o.capacity_type == capacity_type)
+        if offered:
+            out.append(InstanceType(t.name, t.capacity, t.allocatable, t.labels, offered))
     return tuple(out)
+
+
+@functools.cache
+def catalog() -> tuple[InstanceType, ...]:
+    """The on-demand bench catalog (loaded once per run)."""
+    return bench_catalog("on-demand")
 
 
 @dataclass

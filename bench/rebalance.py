@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from bench.churn import bench_catalog
 from scheduler_svc.core import InstanceType, NodePool, Pod, Resources
 from scheduler_svc.core.disruption import (
     Budget,
@@ -55,23 +56,8 @@ PODS_PER_NODE = 3
 
 @functools.cache
 def catalog() -> tuple[InstanceType, ...]:
-    """The bundled catalog's c/m/r (generation > 4, amd64) spot offerings."""
-    from daiku_cli.catalog import bundled_catalog_document
-    from daiku_cli.plan import instance_types_from_document
-
-    out = []
-    for t in instance_types_from_document(bundled_catalog_document(), "bundled"):
-        labels = t.labels
-        if labels.get("karpenter.k8s.aws/instance-category") not in ("c", "m", "r"):
-            continue
-        if int(labels.get("karpenter.k8s.aws/instance-generation", "0")) <= 4:
-            continue
-        if labels.get("kubernetes.io/arch") != "amd64":
-            continue
-        spot = tuple(o for o in t.offerings if o.capacity_type == "spot")
-        if spot:
-            out.append(InstanceType(t.name, t.capacity, t.allocatable, t.labels, spot))
-    return tuple(out)
+    """The bench catalog's spot offerings (bench.churn's NodePool shape)."""
+    return bench_catalog("spot")
 
 
 @dataclass
