@@ -133,10 +133,13 @@ async def test_a_capacity_block_node_is_drained_forty_minutes_before_the_end(
     clock.set(end - timedelta(minutes=40))
 
     async def drained_event() -> list[dict[str, Any]] | None:
+        # The Event goes to the NodeClaim and to its Node (as every termination Event does);
+        # the claim's is the one to count.
         found = [
             e
             for e in await stack.objects("events", "default")
             if e.get("reason") == "CapacityBlockExpiring"
+            and e["involvedObject"].get("kind") == "NodeClaim"
         ]
         return found or None
 
