@@ -130,6 +130,16 @@ async def test_a_capacity_block_node_is_drained_forty_minutes_before_the_end(
     assert labels[RESERVATION_TYPE] == "capacity-block"
     first = claim["metadata"]["name"]
 
+    async def initialized() -> bool:
+        current = next(
+            (c for c in await stack.objects("nodeclaims") if c["metadata"]["name"] == first), {}
+        )
+        conditions = (current.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Initialized" and c["status"] == "True" for c in conditions)
+
+    # Move the clock only once the claim is Initialized: a claim still launching when the
+    # clock jumps hours ahead is retired as "launch timed out" instead (seen once in CI).
+    await until(initialized)
     clock.set(end - timedelta(minutes=40))
 
     async def drained_event() -> list[dict[str, Any]] | None:
