@@ -369,18 +369,8 @@ class Ec2EmulatorApp:
     ) -> Response:
         log.info("fault_injected", action=action, error_code=fault.error_code)
         if action == "CreateFleet":
-            self._state.record(
-                CreateFleetCall(
-                    received_monotonic_seconds=received,
-                    responded_monotonic_seconds=time.monotonic(),
-                    client_token=form.get("ClientToken"),
-                    capacity_type=None,
-                    overrides=(),
-                    instance_ids=(),
-                    launched_pool=None,
-                    errors=(),
-                    request_error=fault.error_code,
-                )
+            self._record_unlaunched(
+                form.get("ClientToken"), received, request_error=fault.error_code
             )
         return ec2_error_response(fault.error_code, fault.message, fault.http_status)
 
@@ -451,19 +441,7 @@ class Ec2EmulatorApp:
         account, region, token = key
         if token:
             self._state.remember_fleet((account, region, token), fingerprint, body)
-        self._state.record(
-            CreateFleetCall(
-                received_monotonic_seconds=received,
-                responded_monotonic_seconds=time.monotonic(),
-                client_token=token,
-                capacity_type=None,
-                overrides=(),
-                instance_ids=(),
-                launched_pool=None,
-                errors=(),
-                injected_answer=injected.kind,
-            )
-        )
+        self._record_unlaunched(token, received, injected_answer=injected.kind)
         log.info("fleet_answer_injected", kind=injected.kind, error_code=injected.error_code)
         return Response(body, status=200, content_type="text/xml")
 
@@ -478,22 +456,22 @@ class Ec2EmulatorApp:
                 f"The client token {token} was already used with different parameters.",
                 400,
             )
-        self._state.record(
-            CreateFleetCall(
-                received_monotonic_seconds=received,
-                responded_monotonic_seconds=time.monotonic(),
-                client_token=token,
-                capacity_type=None,
-                overrides=(),
-                instance_ids=(),
-                launched_pool=None,
-                errors=(),
-                idempotent_replay=True,
-            )
-        )
+        self._record_unlaunched(token, received, idempotent_replay=True)
         return Response(body, status=200, content_type="text/xml")
 
     def _record_failure(self, token: str | None, received: float, code: str) -> None:
+        self._record_unlaunched(token, received, request_error=code)
+
+    def _record_unlaunched(
+        self,
+        token: str | None,
+        received: float,
+        *,
+        request_error: str | None = None,
+        idempotent_replay: bool = False,
+        injected_answer: str | None = None,
+    ) -> None:
+        """A CreateFleet call that launched nothing itself: refused, replayed or injected."""
         self._state.record(
             CreateFleetCall(
                 received_monotonic_seconds=received,
@@ -504,7 +482,9 @@ class Ec2EmulatorApp:
                 instance_ids=(),
                 launched_pool=None,
                 errors=(),
-                request_error=code,
+                request_error=request_error,
+                idempotent_replay=idempotent_replay,
+                injected_answer=injected_answer,
             )
         )
 
