@@ -24,6 +24,7 @@ from tests.e2e.conftest import (
     RunningScheduler,
     Stack,
 )
+from tests.e2e.test_interruption import web_pods_running
 from tests.e2e.test_termination import events_about, metric
 from tests.polling import until
 
@@ -60,22 +61,6 @@ def is_initialized(claim: dict[str, Any]) -> bool:
     )
 
 
-async def web_running(stack: Stack, replicas: int) -> dict[str, str]:
-    """Pod -> node of the Running web pods not being deleted, when `replicas` run (else {})."""
-    pods = [
-        p
-        for p in await stack.objects("pods", "default")
-        if p["metadata"].get("labels", {}).get("app") == "web"
-        and not p["metadata"].get("deletionTimestamp")
-        and p.get("status", {}).get("phase") == "Running"
-    ]
-    return (
-        {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
-        if len(pods) == replicas
-        else {}
-    )
-
-
 async def impair_all(stack: Stack, scheduler: RunningScheduler) -> None:
     """Fail every running instance's status checks; until the scheduler sees them Unknown."""
     for instance in stack.running_instances():
@@ -96,7 +81,7 @@ async def test_an_unready_node_is_replaced_after_thirty_minutes_replacement_firs
     await stack.apply_pool(requirements=ON_DEMAND_SMALL)
     scheduler = await start(stack, clock)
     await stack.create_deployment(2, memory="256Mi")
-    placed = await until(lambda: web_running(stack, 2), timeout_seconds=30)
+    placed = await until(lambda: web_pods_running(stack, 2), timeout_seconds=30)
     [claim] = await stack.objects("nodeclaims")
     broken_node = claim["status"]["nodeName"]
     assert set(placed.values()) == {broken_node}
@@ -133,7 +118,7 @@ async def test_an_unready_node_is_replaced_after_thirty_minutes_replacement_firs
     assert parse_timestamp(stamped) == clock.now + timedelta(seconds=300)
 
     async def moved() -> dict[str, str]:
-        running = await web_running(stack, 2)
+        running = await web_pods_running(stack, 2)
         return running if running and broken_node not in running.values() else {}
 
     await until(moved, timeout_seconds=40)
@@ -156,7 +141,7 @@ async def test_no_repair_when_more_than_twenty_percent_of_the_nodepool_is_unheal
     await stack.apply_pool(requirements=ON_DEMAND_SMALL)
     scheduler = await start(stack, clock)
     await stack.create_deployment(2, cpu="1500m", memory="256Mi")
-    await until(lambda: web_running(stack, 2), timeout_seconds=30)
+    await until(lambda: web_pods_running(stack, 2), timeout_seconds=30)
     claims = await stack.objects("nodeclaims")
     assert len(claims) == 2
     await impair_all(stack, scheduler)
