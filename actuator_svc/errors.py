@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from actuator_svc.launcher import LaunchAttempt, SkippedOffering
+    from actuator_svc.fleet_requests import SkippedOffering
+    from actuator_svc.launcher import LaunchAttempt
 
 
 class ActuatorError(Exception):

@@ -20,7 +20,6 @@ Concurrent identical requests for a claim share one in-flight launch.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import time
 from collections import OrderedDict
@@ -34,12 +33,9 @@ from actuator_svc.catalog import Catalog
 from actuator_svc.cloud.provider import (
     CloudProvider,
     FleetError,
-    FleetOverride,
     FleetRequest,
     FleetResult,
-    FleetTemplate,
     Instance,
-    Subnet,
 )
 from actuator_svc.core.fleet_errors import (
     IDEMPOTENT_PARAMETER_MISMATCH,
@@ -47,23 +43,25 @@ from actuator_svc.core.fleet_errors import (
     is_unavailable_offering,
 )
 from actuator_svc.core.launch_plan import FleetBatch, next_batch
-from actuator_svc.core.launch_template import LaunchTemplateConfig
-from actuator_svc.core.node_class import CUSTOM, LaunchRequest
-from actuator_svc.core.offerings import CAPACITY_BLOCK, OfferingKey
+from actuator_svc.core.node_class import LaunchRequest
+from actuator_svc.core.offerings import OfferingKey
 from actuator_svc.core.tags import (
     CLUSTER_TAG,
     NODECLAIM_TAG,
-    NODECLASS_TAG,
-    NODEPOOL_TAG,
-    cluster_tag_key,
     resource_tags,
 )
 from actuator_svc.core.unavailable_offerings import UnavailableOfferings
-from actuator_svc.core.user_data import ClusterEndpoint, NodeRegistration, render_user_data
+from actuator_svc.core.user_data import ClusterEndpoint
 from actuator_svc.errors import (
     CloudPermanentError,
     CloudUnavailableError,
     OfferingsExhaustedError,
+)
+from actuator_svc.fleet_requests import (
+    INSUFFICIENT_FREE_ADDRESSES,
+    FleetRequestBuilder,
+    SkippedOffering,
+    SubnetPicker,
 )
 from actuator_svc.launch_templates import LaunchTemplateCollector
 from actuator_svc.metrics import ActuatorMetrics
@@ -76,9 +74,6 @@ GONE_STATES: Final = frozenset({"shutting-down", "terminated"})
 # launched (DescribeInstances is eventually consistent on AWS; the emulator shows it at once).
 DEFAULT_LOOKUP_SECONDS: Final = 2.0
 _LOOKUP_INTERVAL_SECONDS: Final = 0.2
-# How long a subnet that answered InsufficientFreeAddressesInSubnet is left out of launches.
-FULL_SUBNET_SECONDS: Final = 180.0
-INSUFFICIENT_FREE_ADDRESSES: Final = "InsufficientFreeAddressesInSubnet"
 # Claims whose next unused step this process remembers; the oldest are forgotten first.
 MAX_REMEMBERED_CLAIMS: Final = 10_000
 # Steps one launch may take: a few per capacity type, plus steps lost to other replicas and
@@ -103,15 +98,6 @@ class LaunchAttempt:
     end_seconds: float
     offerings: tuple[OfferingKey, ...]
     errors: tuple[OfferingFailure, ...]
-
-
-@dataclass(frozen=True)
-class SkippedOffering:
-    """An offering not tried: cached as unavailable, or not launchable with this node class."""
-
-    offering: OfferingKey
-    reason: str
-    until_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -190,7 +176,6 @@ class Launcher:
         templates: LaunchTemplateCollector | None = None,
     ) -> None:
         self._cloud = cloud
-        self._templates = templates
         self._catalog = catalog
         self._resolver = resolver
         self._unavailable = unavailable
@@ -202,9 +187,10 @@ class Launcher:
         self._waiters: dict[str, int] = {}
         self._in_flight: dict[tuple[str, str], asyncio.Task[LaunchResult]] = {}
         self._steps = StepMemory()
-        # Subnets a launch found out of addresses, until when (epoch seconds): an ICE of the
-        # subnet, not of the offerings; launches use the zone's next subnet meanwhile.
-        self._full_subnets: dict[str, float] = {}
+        self._subnets = SubnetPicker(clock)
+        self._fleet_requests = FleetRequestBuilder(
+            cloud, catalog=catalog, cluster=cluster, subnets=self._subnets, templates=templates
+        )
 
     async def launch(self, request: LaunchRequest) -> LaunchResult:
         """Launch the claim, or return its instance if it has one.
@@ -291,7 +277,7 @@ class Launcher:
             bound.info("nodeclaim_already_launched", instance_id=instance.id)
             return self._found(instance)
         resolved = await self._resolver.resolve(request.node_class)
-        skipped = await self._launchable(request, resolved)
+        skipped = await self._fleet_requests.unlaunchable(request, resolved)
         tags = resource_tags(
             cluster_name=self._cluster.name,
             nodepool_name=request.nodepool_name,
@@ -308,7 +294,10 @@ class Launcher:
             if batch is None:
                 self._metrics.launches.labels(capacity_type="", outcome="exhausted").inc()
                 raise _exhausted(request, attempts, failed, permanent, skipped)
-            fleet = await self._fleet_request(request, resolved, batch, tags, step)
+            token = client_token(
+                self._cluster.name, request.nodeclaim_name, step, request.nodeclaim_uid
+            )
+            fleet = await self._fleet_requests.build(request, resolved, batch, tags, token)
             start = self._clock()
             result = await self._send(fleet, name, step, bound)
             step += 1
@@ -400,7 +389,7 @@ class Launcher:
             OfferingKey(result.instance_type, result.zone, batch.capacity_type),
         )
         arch = await self._catalog.architecture(key.instance_type) or "x86_64"
-        subnet = self._subnet(resolved, key.zone)
+        subnet = self._subnets.pick(resolved, key.zone)
         instance = Instance(
             id=instance_id,
             instance_type=key.instance_type,
@@ -419,31 +408,6 @@ class Launcher:
         )
         return LaunchResult(instance, key, self._catalog.price(key), ())
 
-    def _subnet(self, resolved: ResolvedNodeClass, zone: str) -> Subnet | None:
-        """The zone's subnet for a launch now: the first (most free addresses) not found out
-        of addresses within FULL_SUBNET_SECONDS."""
-        now = self._clock()
-        listed = resolved.subnets_by_zone.get(zone)
-        if listed is None:
-            listed = (resolved.subnet_by_zone[zone],) if zone in resolved.subnet_by_zone else ()
-        return next((s for s in listed if self._full_subnets.get(s.id, 0.0) <= now), None)
-
-    def _subnet_id(self, resolved: ResolvedNodeClass, zone: str) -> str:
-        subnet = self._subnet(resolved, zone)
-        return subnet.id if subnet is not None else ""
-
-    def _subnet_full(self, resolved: ResolvedNodeClass, error: FleetError) -> bool:
-        """InsufficientFreeAddressesInSubnet naming a zone: the subnet used there is out of
-        addresses (an ICE of the subnet); the zone's next subnet takes the next call."""
-        if error.code != INSUFFICIENT_FREE_ADDRESSES or not error.zone:
-            return False
-        subnet = self._subnet(resolved, error.zone)
-        if subnet is None:
-            return False
-        self._full_subnets[subnet.id] = self._clock() + FULL_SUBNET_SECONDS
-        log.info("subnet_out_of_addresses", subnet_id=subnet.id, zone=error.zone)
-        return True
-
     def _skip_unavailable_now(
         self,
         request: LaunchRequest,
@@ -459,7 +423,10 @@ class Launcher:
             if key not in failed:
                 skipped.setdefault(key, SkippedOffering(key, entry.reason, entry.until_seconds))
         for key in request.offerings:
-            full = key.zone in resolved.subnet_by_zone and self._subnet(resolved, key.zone) is None
+            full = (
+                key.zone in resolved.subnet_by_zone
+                and self._subnets.pick(resolved, key.zone) is None
+            )
             if full and key not in skipped:
                 skipped[key] = SkippedOffering(key, INSUFFICIENT_FREE_ADDRESSES)
 
@@ -478,7 +445,7 @@ class Launcher:
         now = self._clock()
         recorded = []
         for error in errors:
-            if self._subnet_full(resolved, error):
+            if self._subnets.mark_full(resolved, error):
                 recorded += [
                     OfferingFailure(k, error.code, error.message)
                     for k in batch.offerings
@@ -521,99 +488,3 @@ class Launcher:
                 errors=[f"{e.offering}: {e.code}" for e in recorded],
             )
         return tuple(recorded)
-
-    async def _launchable(
-        self, request: LaunchRequest, resolved: ResolvedNodeClass
-    ) -> dict[OfferingKey, SkippedOffering]:
-        """Offerings this node class cannot launch at all, with the reason."""
-        skipped: dict[OfferingKey, SkippedOffering] = {}
-        for key in request.offerings:
-            arch = await self._catalog.architecture(key.instance_type)
-            if arch is None:
-                skipped[key] = SkippedOffering(key, "UnknownInstanceType")
-            elif not self._catalog.is_offered(key.instance_type, key.zone):
-                skipped[key] = SkippedOffering(key, "NotOfferedInZone")
-            elif key.zone not in resolved.subnet_by_zone:
-                skipped[key] = SkippedOffering(key, "NoSubnetInZone")
-            elif self._subnet(resolved, key.zone) is None:
-                skipped[key] = SkippedOffering(key, INSUFFICIENT_FREE_ADDRESSES)
-            elif arch not in resolved.image_by_architecture:
-                skipped[key] = SkippedOffering(key, "NoImageForArchitecture")
-        return skipped
-
-    async def _fleet_request(
-        self,
-        request: LaunchRequest,
-        resolved: ResolvedNodeClass,
-        batch: FleetBatch,
-        tags: dict[str, str],
-        step: int,
-    ) -> FleetRequest:
-        """The CreateFleet call for a batch: one launch template per architecture (and per
-        capacity reservation: the template names the reservation its launches run in)."""
-        by_arch: dict[tuple[str, str], list[FleetOverride]] = {}
-        for priority, key in enumerate(batch.offerings):
-            arch = await self._catalog.architecture(key.instance_type) or "x86_64"
-            by_arch.setdefault((arch, key.capacity_reservation_id), []).append(
-                FleetOverride(
-                    instance_type=key.instance_type,
-                    subnet_id=self._subnet_id(resolved, key.zone),
-                    zone=key.zone,
-                    priority=float(priority),
-                )
-            )
-        templates = []
-        capacity_block = batch.fleet_capacity_type == CAPACITY_BLOCK
-        for (arch, reservation_id), overrides in by_arch.items():
-            config = self._template_config(request, resolved, resolved.image_by_architecture[arch])
-            if reservation_id:
-                config = dataclasses.replace(
-                    config, capacity_reservation_id=reservation_id, capacity_block=capacity_block
-                )
-            if self._templates is not None:
-                self._templates.used(config.name)
-            await self._cloud.ensure_launch_template(config)
-            templates.append(FleetTemplate(config.name, tuple(overrides)))
-        return FleetRequest(
-            client_token=client_token(
-                self._cluster.name, request.nodeclaim_name, step, request.nodeclaim_uid
-            ),
-            capacity_type=batch.fleet_capacity_type,
-            allocation_strategy=batch.strategy(
-                request.node_class.spot_allocation_strategy,
-                request.node_class.on_demand_allocation_strategy,
-            ),
-            templates=tuple(templates),
-            tags=tags,
-        )
-
-    def _template_config(
-        self, request: LaunchRequest, resolved: ResolvedNodeClass, image_id: str
-    ) -> LaunchTemplateConfig:
-        node_class = request.node_class
-        labels = {**request.labels, NODEPOOL_TAG: request.nodepool_name}
-        registration = NodeRegistration(
-            labels=labels,
-            taints=request.taints + request.startup_taints,
-            max_pods=request.kubelet.max_pods,
-        )
-        template_tags = {
-            **node_class.tags,
-            CLUSTER_TAG: self._cluster.name,
-            NODEPOOL_TAG: request.nodepool_name,
-            NODECLASS_TAG: node_class.name,
-            cluster_tag_key(self._cluster.name): "owned",
-        }
-        return LaunchTemplateConfig(
-            cluster_name=self._cluster.name,
-            image_id=image_id,
-            user_data=node_class.user_data
-            if node_class.ami_family == CUSTOM
-            else render_user_data(self._cluster, registration, node_class.user_data),
-            security_group_ids=resolved.security_group_ids,
-            instance_profile=node_class.instance_profile,
-            block_devices=node_class.block_devices,
-            metadata_options=node_class.metadata_options,
-            associate_public_ip_address=node_class.associate_public_ip_address,
-            tags=template_tags,
-        )
