@@ -52,6 +52,7 @@ from scheduler_svc.core import (
     solve,
 )
 from scheduler_svc.core.headroom import CapacityBuffer
+from scheduler_svc.core.model import MinValuesPolicy
 from scheduler_svc.core.overlay import NodeOverlay, apply_overlays
 from scheduler_svc.core.reservations import (
     CapacityReservation,
@@ -550,6 +551,16 @@ def plan_document(result: SchedulingResult, solve_seconds: float) -> dict[str, A
                 "price": claim.price_per_hour,
                 "offeringCount": len(claim.offerings),
                 "pods": list(claim.pods),
+                **(
+                    {
+                        "minValuesRelaxed": [
+                            {"key": r.key, "minValues": r.written, "relaxedTo": r.relaxed}
+                            for r in claim.min_values_relaxed
+                        ]
+                    }
+                    if claim.min_values_relaxed
+                    else {}
+                ),
             }
             for claim in result.new_claims
         ],
@@ -593,6 +604,12 @@ def _table(document: dict[str, Any]) -> str:
             "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
             for row in (header, *rows)
         )
+    lines.extend(
+        f"  NodeClaim {number}: minValues for {r['key']} relaxed from {r['minValues']}"
+        f" to {r['relaxedTo']} (--min-values-policy BestEffort)"
+        for number, claim in enumerate(claims, start=1)
+        for r in claim.get("minValuesRelaxed", ())
+    )
     placements = document["existingNodePlacements"]
     if placements:
         lines.append(f"Pods placed on existing nodes: {sum(len(p['pods']) for p in placements)}")
@@ -678,6 +695,7 @@ def _explain(planned: PlanInput, result: SchedulingResult, pod: str) -> str:
         # Which preferences the plan gave up to place it (Karpenter's relaxation order).
         relaxed = next((r.preferences for r in result.relaxed if r.pod == key), ())
         lines.append(f"Preferences relaxed: {'; '.join(relaxed) if relaxed else 'none'}")
+    lines += _min_values_lines(problem, result, key, outcome)
     lines += [
         f"NodePools ruled out: {explanation.nodepools_ruled_out} of {explanation.nodepools_total}",
         *explanation.lines,
@@ -690,6 +708,24 @@ def _explain(planned: PlanInput, result: SchedulingResult, pod: str) -> str:
     return "\n".join(lines)
 
 
+def _min_values_lines(
+    problem: SchedulingInput, result: SchedulingResult, key: str, outcome: str
+) -> list[str]:
+    """What minValues did to the pod: relaxed on its claim (BestEffort), or, under Strict,
+    that BestEffort would have relaxed what kept it pending."""
+    claim = next((c for c in result.new_claims if key in c.pods), None)
+    if claim is not None and claim.min_values_relaxed:
+        relaxed = "; ".join(r.describe() for r in claim.min_values_relaxed)
+        return [f"MinValues relaxed on its NodeClaim (--min-values-policy BestEffort): {relaxed}"]
+    if (
+        outcome.startswith("unschedulable")
+        and "minValues" in outcome
+        and problem.min_values_policy is MinValuesPolicy.STRICT
+    ):
+        return ["MinValues: --min-values-policy BestEffort would relax them instead"]
+    return []
+
+
 def _check_explained(problem: SchedulingInput, pod: str) -> None:
     key = pod if "/" in pod else f"default/{pod}"
     if all(p.key != key for p in problem.pods):
@@ -697,7 +733,7 @@ def _check_explained(problem: SchedulingInput, pod: str) -> None:
 
 
 @app.command(name="plan", cls=DaikuCommand)
-def plan(
+def plan(  # noqa: PLR0917 - Typer maps each command-line option to one parameter
     filenames: Annotated[
         list[str],
         typer.Option("--filename", "-f", help="Manifests (YAML or JSON; repeatable; - for stdin)."),
@@ -719,10 +755,28 @@ def plan(
             help="Exit 0 even when pods stay unschedulable (default: exit 1).",
         ),
     ] = False,
+    min_values_policy: Annotated[
+        MinValuesPolicy,
+        typer.Option(
+            "--min-values-policy",
+            help=(
+                "Strict: pods a NodePool's minValues rules out stay pending; BestEffort: the"
+                " claim gets minValues lowered to what the catalog offers (as the scheduler's"
+                " flag of the same name)."
+            ),
+        ),
+    ] = MinValuesPolicy.STRICT,
 ) -> None:
     """Show which NodeClaims daiku would launch for these manifests, and why."""
     with _few_collections():
-        _plan(filenames, catalog, output, explain, allow_unschedulable=allow_unschedulable)
+        _plan(
+            filenames,
+            catalog,
+            output,
+            explain,
+            allow_unschedulable=allow_unschedulable,
+            min_values_policy=min_values_policy,
+        )
 
 
 # Objects a plan allocates before Python's cyclic collector runs (its default is 700). A plan
@@ -750,10 +804,13 @@ def _plan(
     explain: str | None,
     *,
     allow_unschedulable: bool,
+    min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT,
 ) -> None:
     try:
         planned = read_plan_input(filenames, catalog)
-        problem, static = plan_static(planned.problem)
+        problem, static = plan_static(
+            dataclasses.replace(planned.problem, min_values_policy=min_values_policy)
+        )
         planned = dataclasses.replace(planned, problem=problem)
         if explain is not None:
             _check_explained(problem, explain)

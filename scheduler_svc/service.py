@@ -24,6 +24,7 @@ import structlog
 
 from scheduler_svc.actuator_client import ActuatorClient, TlsFiles
 from scheduler_svc.core.catalog_index import CatalogCache
+from scheduler_svc.core.model import MinValuesPolicy
 from scheduler_svc.disruption import DisruptionController, DisruptionControllerSettings
 from scheduler_svc.disruption.replacement import ReplacementController, ReplacementSettings
 from scheduler_svc.disruption.snapshot import catalog_instance_types
@@ -269,6 +270,7 @@ class SchedulerService:
             catalogs=catalog_indexes,
             nominations=nominations,
             wall_clock=self.options.wall_clock,
+            min_values_policy=MinValuesPolicy(settings.min_values_policy),
         )
         self.lifecycle = LifecycleController(
             mirror=self.mirror,

@@ -136,6 +136,14 @@ class SchedulerSettings:
         metadata=_help("spot nodes are replaced by spot only with this many cheaper spot types"),
     )
 
+    min_values_policy: str = field(
+        default="Strict",
+        metadata=_help(
+            "Strict: pods a NodePool's minValues rules out stay pending; BestEffort: the claim"
+            " is opened with minValues lowered to what the catalog offers, and an Event says"
+            " so (Karpenter's --min-values-policy)"
+        ),
+    )
     node_repair: bool = field(
         default=False,
         metadata=_help(
@@ -194,6 +202,11 @@ class SchedulerSettings:
             "node_repair_drain_seconds",
         ):
             _check(getattr(self, name) >= 0, name, "must not be negative")
+        _check(
+            self.min_values_policy in ("Strict", "BestEffort"),
+            "min_values_policy",
+            f"{self.min_values_policy!r} is not one of Strict, BestEffort",
+        )
         _check(self.spot_to_spot_min_types >= 1, "spot_to_spot_min_types", "must be at least 1")
         _check(
             self.lease_duration_seconds

@@ -5,6 +5,7 @@ copies keep a NodePool's minValues."""
 from __future__ import annotations
 
 from scheduler_svc.core.catalog_index import iter_bits
+from scheduler_svc.core.model import MinValuesPolicy
 from scheduler_svc.core.requirements import LABEL_HOSTNAME, Requirements
 from scheduler_svc.core.solver_setup import SolverSetup
 from scheduler_svc.core.solver_state import Bin, PodClass, Pool, format_amount
@@ -122,13 +123,26 @@ class InstanceFit(SolverSetup):
         return result
 
     def _min_values_cap(self, b: Bin, cls: PodClass, cap: int, bits: int) -> int:
-        """The most copies that keep enough instance types for the pool's minValues."""
+        """The most copies that keep enough instance types for the claim's minValues. Under
+        ``BestEffort`` a claim's first pod lowers them to what the types holding it offer
+        (Karpenter relaxes them as it opens a NodeClaim); later pods keep the lowered values."""
         pool = b.pool
         assert pool is not None
 
-        def ok(count: int) -> bool:
+        def types_holding(count: int) -> int:
             needed = [u + r * count for u, r in zip(b.used, cls.request, strict=True)]
-            return self._min_values_unmet(pool, bits & self.catalog.fits(needed)) is None
+            return bits & self.catalog.fits(needed)
+
+        if not b.pods and self.problem.min_values_policy is MinValuesPolicy.BEST_EFFORT:
+            first = types_holding(1)
+            if first and self._min_values_unmet(b.min_values, first) is not None:
+                b.min_values = tuple(
+                    (key, min(wanted, self._distinct_values(key, first)))
+                    for key, wanted in b.min_values
+                )
+
+        def ok(count: int) -> bool:
+            return self._min_values_unmet(b.min_values, types_holding(count)) is None
 
         if ok(cap):
             return cap
@@ -141,12 +155,7 @@ class InstanceFit(SolverSetup):
                 high = middle
         if low == 0:
             self.last_failure = (
-                self._min_values_unmet(
-                    pool,
-                    bits
-                    & self.catalog.fits([u + r for u, r in zip(b.used, cls.request, strict=True)]),
-                )
-                or "minValues"
+                self._min_values_unmet(b.min_values, types_holding(1)) or "minValues"
             )
         return low
 

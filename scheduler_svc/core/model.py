@@ -458,6 +458,28 @@ class UnavailableOffering:
     capacity_type: str
 
 
+class MinValuesPolicy(StrEnum):
+    """What the solver does when a NodePool's minValues cannot be met (Karpenter's global
+    ``--min-values-policy``): ``Strict`` leaves the pods pending; ``BestEffort`` opens the
+    claim with each minValues lowered to what the types that hold its first pod offer."""
+
+    STRICT = "Strict"
+    BEST_EFFORT = "BestEffort"
+
+
+@dataclass(frozen=True)
+class RelaxedMinValues:
+    """One NodePool minValues a claim was opened with lowered (``BestEffort``): ``written``
+    distinct values of ``key`` asked for, only ``relaxed`` among the types that hold its pods."""
+
+    key: str
+    written: int
+    relaxed: int
+
+    def describe(self) -> str:
+        return f"minValues for {self.key} relaxed from {self.written} to {self.relaxed}"
+
+
 @dataclass(frozen=True)
 class SchedulingInput:
     """One snapshot to solve. ``daemonsets`` are pod templates that will run on every new node
@@ -472,6 +494,7 @@ class SchedulingInput:
     daemonsets: tuple[Pod, ...] = ()
     unavailable_offerings: frozenset[UnavailableOffering] = frozenset()
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT
 
 
 @dataclass(frozen=True)
@@ -496,6 +519,8 @@ class NodeClaimPlan:
     pods: tuple[str, ...]
     requests: Resources
     offerings: tuple[OfferingOption, ...]
+    # The pool's minValues this claim could not keep (``MinValuesPolicy.BEST_EFFORT`` only).
+    min_values_relaxed: tuple[RelaxedMinValues, ...] = ()
 
     @property
     def instance_type(self) -> str:

@@ -252,6 +252,7 @@ class Packing(Pricing):
                 requirements=requirements,
                 bits=pool.bits & self.catalog.compatible(requirements),
                 target=target,
+                min_values=pool.min_values,
             )
             self.bins.append(b)
             bins.append(b)

@@ -36,13 +36,14 @@ from scheduler_svc.core.integer_packing import PackingSettings
 from scheduler_svc.core.model import (
     ExistingPlacement,
     NodeClaimPlan,
+    RelaxedMinValues,
     RelaxedPod,
     SchedulingInput,
     SchedulingResult,
     UnschedulablePod,
 )
 from scheduler_svc.core.repacking import Repacking
-from scheduler_svc.core.solver_state import PodClass, format_amount, format_limit
+from scheduler_svc.core.solver_state import Bin, PodClass, format_amount, format_limit
 from scheduler_svc.core.zone_ids import with_zone_ids_as_zones
 
 
@@ -150,6 +151,7 @@ class _Solver(Repacking):
                     pods=tuple(b.pods),
                     requests=self._resources(b.used),
                     offerings=offerings,
+                    min_values_relaxed=self._relaxed_min_values(b),
                 )
             )
         placements = tuple(
@@ -159,6 +161,16 @@ class _Solver(Repacking):
         )
         unschedulable = tuple(sorted(self.unschedulable, key=lambda u: u.pod))
         return SchedulingResult(tuple(claims), placements, unschedulable, self._relaxed_pods())
+
+    @staticmethod
+    def _relaxed_min_values(b: Bin) -> tuple[RelaxedMinValues, ...]:
+        if b.pool is None or b.min_values == b.pool.min_values:
+            return ()
+        return tuple(
+            RelaxedMinValues(key, written, relaxed)
+            for (key, written), (_, relaxed) in zip(b.pool.min_values, b.min_values, strict=True)
+            if relaxed < written
+        )
 
     def _relaxed_pods(self) -> tuple[RelaxedPod, ...]:
         """Placed pods of relaxed classes. A pod's last class is the one it was placed from

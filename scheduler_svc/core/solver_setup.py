@@ -161,11 +161,15 @@ class SolverSetup:
             )
         return pools
 
-    def _min_values_unmet(self, pool: Pool, bits: int) -> str | None:
+    def _distinct_values(self, key: str, bits: int) -> int:
+        """How many distinct values of label ``key`` the types in ``bits`` have."""
+        by_value = self.catalog.label_index.get(key, {})
+        return sum(1 for value_bits in by_value.values() if value_bits & bits)
+
+    def _min_values_unmet(self, min_values: tuple[tuple[str, int], ...], bits: int) -> str | None:
         """The first minValues requirement the types in ``bits`` cannot meet (None: all met)."""
-        for key, wanted in pool.min_values:
-            by_value = self.catalog.label_index.get(key, {})
-            have = sum(1 for value_bits in by_value.values() if value_bits & bits)
+        for key, wanted in min_values:
+            have = self._distinct_values(key, bits)
             if have < wanted:
                 return f"minValues {wanted} for {key} (only {have} fit)"
         return None

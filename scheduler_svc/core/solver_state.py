@@ -167,6 +167,9 @@ class Bin:
     pods: list[str] = field(default_factory=list)
     ports: list[HostPort] = field(default_factory=list)
     limit_capacity: tuple[int, ...] | None = None
+    # The pool's minValues this claim keeps: as written, or lowered when it was opened
+    # (``MinValuesPolicy.BEST_EFFORT``); its later pods must keep these.
+    min_values: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

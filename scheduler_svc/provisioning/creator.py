@@ -94,6 +94,8 @@ class NodeClaimCreator:
                     offerings=len(plan.offerings),
                     **log_fields,
                 )
+                if plan.min_values_relaxed:
+                    await self._min_values_relaxed(created, nodepool, plan)
                 if before_launch is not None:
                     before_launch()
                 return CreatedClaim(name, plan, await self._launcher.launch(created))
@@ -101,6 +103,24 @@ class NodeClaimCreator:
                 self._in_flight.discard(name)
         log.warning("nodeclaim_create_failed", nodepool=plan.nodepool, error="no free name")
         return None
+
+    async def _min_values_relaxed(
+        self, claim: KubeObject, nodepool: KubeObject, plan: NodeClaimPlan
+    ) -> None:
+        """Say on the claim and its NodePool which minValues it was opened without (an Event
+        lost is only logged: the claim's annotation and requirements still say it)."""
+        name = str((claim.get("metadata") or {}).get("name", ""))
+        relaxed = "; ".join(r.describe() for r in plan.min_values_relaxed)
+        message = (
+            f"NodeClaim {name}: {relaxed}: the instance types that hold its pods offer no more"
+            " (--min-values-policy BestEffort)"
+        )
+        log.info("min_values_relaxed", nodeclaim=name, nodepool=plan.nodepool, relaxed=relaxed)
+        for involved in (claim, nodepool):
+            try:
+                await self._writer.event(involved, "MinValuesRelaxed", message)
+            except KubeApiError as error:
+                log.warning("event_failed", reason="MinValuesRelaxed", error=str(error))
 
     async def relaunch(self, claim: KubeObject) -> LaunchResult | None:
         """Launch a claim that exists without `Launched` (idempotent at the actuator); None

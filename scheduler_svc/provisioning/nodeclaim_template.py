@@ -37,6 +37,9 @@ _NAME_ALPHABET = string.ascii_lowercase + string.digits
 _MI = 1024**2
 _GI = 1024**3
 _OFFERING_KEYS = (LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE)
+# Karpenter's karpenter.sh/nodeclaim-min-values-relaxed in daiku's group: "true" on a claim
+# opened with a NodePool's minValues lowered (--min-values-policy BestEffort).
+MIN_VALUES_RELAXED_ANNOTATION = "daiku.dev/nodeclaim-min-values-relaxed"
 UNREGISTERED_TAINT: dict[str, str] = {"key": UNREGISTERED_TAINT_KEY, "effect": "NoExecute"}
 
 
@@ -74,6 +77,7 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: KubeObject, *, name: str)
     template_metadata = template.get("metadata") or {}
     template_spec = template.get("spec") or {}
     requirements: list[dict[str, Any]] = []
+    relaxed = {r.key: r.relaxed for r in plan.min_values_relaxed}
     for requirement in plan.requirements:
         if requirement.key in _OFFERING_KEYS:
             continue
@@ -82,6 +86,9 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: KubeObject, *, name: str)
             entry["values"] = list(requirement.values)
         if requirement.min_values is not None:
             entry["minValues"] = requirement.min_values
+        if requirement.key in relaxed:
+            # As Karpenter records it: the claim carries the minValues it was launched with.
+            entry["minValues"] = relaxed[requirement.key]
         requirements.append(entry)
     for key, values in (
         (LABEL_INSTANCE_TYPE, _unique([o.instance_type for o in offerings])),
@@ -102,6 +109,8 @@ def nodeclaim_from_plan(plan: NodeClaimPlan, nodepool: KubeObject, *, name: str)
         # What the NodePool was at launch: drift is a different hash (scheduler_svc.disruption).
         NODEPOOL_HASH_ANNOTATION: nodepool_hash(nodepool.get("spec") or {}),
     }
+    if plan.min_values_relaxed:
+        annotations[MIN_VALUES_RELAXED_ANNOTATION] = "true"
     spec: dict[str, Any] = {
         "nodeClassRef": dict(template_spec.get("nodeClassRef") or {}),
         "requirements": requirements,

@@ -39,6 +39,7 @@ import structlog
 from scheduler_svc.core import solve
 from scheduler_svc.core.catalog_index import BASE_DIMENSIONS, CatalogCache
 from scheduler_svc.core.model import (
+    MinValuesPolicy,
     NodeClaimPlan,
     SchedulingInput,
     UnschedulablePod,
@@ -125,8 +126,12 @@ class Provisioner:
         catalogs: CatalogCache | None = None,
         nominations: Nominations | None = None,
         wall_clock: Callable[[], datetime] = utc_now,
+        min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT,
     ) -> None:
         self._mirror = mirror
+        # Karpenter's --min-values-policy: BestEffort lowers a NodePool's minValues the
+        # catalog cannot meet instead of leaving the pods pending.
+        self._min_values_policy = min_values_policy
         # Pods planned onto nodes/claims, for disruption's nomination window (None: not kept).
         self._nominations = nominations
         self._catalog = catalog
@@ -365,6 +370,7 @@ class Provisioner:
                     daemonsets=snapshot.daemonsets,
                     unavailable_offerings=unavailable,
                     namespaces=snapshot.namespaces,
+                    min_values_policy=self._min_values_policy,
                 ),
                 catalogs=self._catalogs,
             )

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from scheduler_svc.core.model import NodeClaimPlan, OfferingOption, Resources
+from scheduler_svc.core.model import NodeClaimPlan, OfferingOption, RelaxedMinValues, Resources
 from scheduler_svc.core.requirements import Operator, Requirement
 from scheduler_svc.kube.convert_disruption import OFFERINGS_ANNOTATION
 from scheduler_svc.provisioning.nodeclaim_template import (
     MAX_OFFERINGS,
+    MIN_VALUES_RELAXED_ANNOTATION,
     format_quantity,
     launch_request_of,
     new_nodeclaim_name,
@@ -74,6 +76,21 @@ def test_the_claim_carries_karpenter_v1_fields() -> None:
         "karpenter.sh/nodepool": "default",
     }
     assert claim["metadata"]["finalizers"] == ["daiku.dev/termination"]
+
+
+def test_a_claim_opened_with_relaxed_min_values_records_them() -> None:
+    """As Karpenter does: the relaxed minValues on the claim's requirement, and the annotation;
+    a claim that kept its minValues has neither."""
+    relaxed = dataclasses.replace(
+        PLAN, min_values_relaxed=(RelaxedMinValues("kubernetes.io/arch", 2, 1),)
+    )
+    claim = nodeclaim_from_plan(relaxed, NODEPOOL, name="default-abcde")
+    requirements = {r["key"]: r for r in claim["spec"]["requirements"]}
+    assert requirements["kubernetes.io/arch"]["minValues"] == 1
+    assert claim["metadata"]["annotations"][MIN_VALUES_RELAXED_ANNOTATION] == "true"
+    kept = nodeclaim_from_plan(PLAN, NODEPOOL, name="default-abcde")
+    assert MIN_VALUES_RELAXED_ANNOTATION not in kept["metadata"]["annotations"]
+    assert all("minValues" not in r for r in kept["spec"]["requirements"])
 
 
 def test_the_launch_request_keeps_the_offerings_in_order() -> None:
