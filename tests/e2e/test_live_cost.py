@@ -3,16 +3,24 @@
 and its disruption controller on a frozen, test-moved clock (decisions are still validated on
 a fresh snapshot before acting, with no wait: the frozen clock would hold a 15 s wait until the
 test moved it again). Once consolidation has had its time, the cluster costs at most 5 % more
-than what `daiku plan` buys for 40 pods from scratch."""
+than what `daiku plan` buys for 40 pods from scratch.
+
+The NodePool is the default scenario's with a disruption budget of `nodes: 50%`. Under the
+default 10 % (Karpenter's, rounded up) one of the run's eight nodes may go at a time, so no
+multi-node merge is possible and no single node saves anything: the cluster stays at $0.2781/h,
+11.6 % above the plan (decision 0019's addendum). 50 % lets four go at a time: the repair then
+takes two N -> M merges."""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from daiku_cli.plan import build_input
 from daiku_cli.scenario.defaults import default_node_class, default_node_pool, inflate_deployment
@@ -31,6 +39,7 @@ from tests.polling import until
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 INFLATE = "inflate"
+log = structlog.get_logger()
 
 
 def plan_price(tmp_path: Path, replicas: int) -> float:
@@ -84,21 +93,22 @@ async def claim_names(stack: Stack) -> frozenset[str]:
     return frozenset(c["metadata"]["name"] for c in await stack.objects("nodeclaims"))
 
 
+def half_budget_node_pool() -> dict[str, Any]:
+    """The default scenario's NodePool, letting half its nodes be disrupted at once."""
+    nodepool = default_node_pool()
+    nodepool["spec"]["disruption"]["budgets"] = [{"nodes": "50%"}]
+    return nodepool
+
+
 # Three scale-ups of the default scenario and a few consolidation rounds (each pass simulates
 # every candidate against the bundled catalog's 1,340 types) took 87-97 s at load 10 on the
 # shared 2-core box, close to the suite's 120 s.
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11 item 2 open: since the second opinion packs limited NodePools too, daiku "
-    "plan buys 40 pods for $0.2491/h while the live 0 -> 5 -> 20 -> 40 run ends at $0.2781/h "
-    "(+11.6 %): each round packs its own batch and consolidation finds no merge that pays",
-)
 async def test_scaling_inflate_20_to_40_ends_within_5_percent_of_plan(
     stack: Stack, tmp_path: Path
 ) -> None:
     clock = FrozenClock()
-    for obj in (default_node_class(stack.cloud.cluster_name), default_node_pool()):
+    for obj in (default_node_class(stack.cloud.cluster_name), half_budget_node_pool()):
         plural = "ec2nodeclasses" if obj["kind"] == "EC2NodeClass" else "nodepools"
         await stack.store.create(plural, obj)
     options = ServiceOptions(
@@ -141,18 +151,20 @@ async def test_scaling_inflate_20_to_40_ends_within_5_percent_of_plan(
         after = await live_price(stack)
     planned = plan_price(tmp_path, 40)
     figures = f"live 40 pods: ${before:.4f}/h -> ${after:.4f}/h; daiku plan: ${planned:.4f}/h"
+    log.info("live_cost", figures=figures)  # the issue's figure (pytest -s shows it)
     assert unchanged == 2, f"consolidation did not settle in 30 rounds ({figures})"
     assert after <= 1.05 * planned, figures
-    # The repair came from merging one-pod spot nodes (the scale-up buys many of them): several
-    # nodes replaced by one, with the prices compared in the Event.
+    # The repair came from N -> M merges: several nodes replaced by fewer (more than one),
+    # with the prices compared in the Event.
     merges = [
         e["message"]
         for e in await stack.objects("events", "default")
         if e.get("reason") == "Disrupting"
         and e["message"].startswith("Underutilized: replace ")
         and ", " in e["message"].split(" by ")[0]
+        and re.search(r" by \d+ nodes \(\$", e["message"])
     ]
-    assert merges, f"no multi-node consolidation ({figures})"
+    assert merges, f"no N -> M consolidation ({figures})"
     assert "; saves $" in merges[0]
     assert after < before, figures
     multi = {"consolidation_type": "multi", "decision": "replace", "outcome": "disrupted"}

@@ -38,7 +38,14 @@ from scheduler_svc.core.disruption.model import (
     DisruptionSnapshot,
 )
 from scheduler_svc.core.disruption.multi_node import Outcome as _Outcome
-from scheduler_svc.core.disruption.multi_node import could_fit, free_room, types_holding
+from scheduler_svc.core.disruption.multi_node import (
+    capacity_price_floor,
+    could_fit,
+    free_room,
+    several_message,
+    shared_offerings,
+    types_holding,
+)
 from scheduler_svc.core.disruption.multi_node import search as multi_node_search
 from scheduler_svc.core.disruption.settings import (
     DisruptionReason,
@@ -166,13 +173,17 @@ class _Pass:
     def room_elsewhere(self, moving: Sequence[Candidate]) -> bool:
         """Whether the nodes that would stay have, summed, room for ``moving``'s pods (if not,
         no delete simulation can succeed; checked first because most merges fail)."""
+        pods = [p.pod for c in moving for p in c.reschedulable_pods()]
+        return could_fit(pods, self.rooms_staying(moving))
+
+    def rooms_staying(self, moving: Sequence[Candidate]) -> list[dict[str, int]]:
+        """The free room of every node that would stay if ``moving`` went."""
         if self._free is None:
             nodes = [c.to_node() for c in self.snapshot.candidates]
             nodes += list(self.snapshot.other_nodes)
             self._free = {n.name: free_room(n) for n in nodes}
         leaving = self.taken | {c.name for c in moving}
-        rooms = (room for name, room in self._free.items() if name not in leaving)
-        return could_fit([p.pod for c in moving for p in c.reschedulable_pods()], rooms)
+        return [room for name, room in self._free.items() if name not in leaving]
 
     def simulate(
         self,
@@ -529,21 +540,27 @@ def _consolidate_unscored(  # noqa: PLR0911 - one exit per way a consolidation f
         )
     if not allow_replace:
         return _Outcome(None, "pods do not fit on other nodes")
-    if len(nodes) > 1 and not _one_cheaper_node_has_room(state, nodes, old_price):
-        # Without a simulation: a merge that fails here (most do, on a settled cluster) costs
-        # a pass no catalog-wide solve.
-        return _Outcome(
-            None,
-            f"would cost more: no node saving {options.min_saving_fraction:.0%} on "
-            f"${old_price:.4f}/h has room for the pods of {len(nodes)} nodes",
-        )
+    why_not = _merge_cannot_pay(state, nodes, old_price) if len(nodes) > 1 else None
+    if why_not is not None:
+        return _Outcome(None, why_not)
     replaced = state.simulate(nodes, allow_new=True, below_price=old_price)
+    several = None
     if len(replaced.new_claims) > 1:
+        if len(nodes) > len(replaced.new_claims) and not replaced.unschedulable:
+            several = replaced  # N -> M, M < N (see multi_node)
         # The solver may prefer several small claims; the question is whether ONE node holds
         # the pods for less (see multi_node).
         one = state.simulate(nodes, allow_new=True, below_price=old_price, one_node=True)
         if not one.unschedulable:
             replaced = one
+    # One node wins unless several save the threshold on it too: otherwise a later pass could
+    # not have moved one node's pods onto the several either (and fewer nodes evict less).
+    if several is not None and (
+        replaced is several
+        or len(replaced.new_claims) != 1
+        or _saves_enough(replaced.total_price_per_hour, several.total_price_per_hour, options)
+    ):
+        return _replace_by_several(state, nodes, several, replaced)
     if replaced.unschedulable:
         if not _cheaper_types(state.snapshot.instance_types, old_price, options):
             return _Outcome(None, _more_expensive(old_price, options))
@@ -593,6 +610,83 @@ def _consolidate_unscored(  # noqa: PLR0911 - one exit per way a consolidation f
             decided_at=state.now,
             old_price_per_hour=old_price,
             new_price_per_hour=kept[0].price_per_hour,
+            needs_validation=True,
+        )
+    )
+
+
+def _merge_cannot_pay(state: _Pass, nodes: Sequence[Candidate], old_price: float) -> str | None:
+    """Why no replacement of ``nodes`` can save enough, found without a simulation (most merges
+    fail here on a settled cluster, and a pass then costs no catalog-wide solve); None when a
+    simulation is worth it: one cheaper type has room for every pod, or fewer nodes than
+    ``nodes`` might hold them for less."""
+    if _one_cheaper_node_has_room(state, nodes, old_price):
+        return None
+    options = state.options
+    floor = _several_nodes_floor(state, nodes, old_price)
+    if _saves_enough(old_price, floor, options):
+        return None
+    fewer = (
+        f"nor do {len(nodes) - 1}"
+        if floor == float("inf")
+        else f"fewer would cost at least ${floor:.4f}/h"
+    )
+    return (
+        f"would cost more: no node saving {options.min_saving_fraction:.0%} on "
+        f"${old_price:.4f}/h has room for the pods of {len(nodes)} nodes ({fewer})"
+    )
+
+
+def _several_nodes_floor(state: _Pass, nodes: Sequence[Candidate], old_price: float) -> float:
+    """The least fewer new nodes than ``nodes``, each saving enough on ``old_price``, could
+    cost for their pods (``multi_node.capacity_price_floor``, less the room of the nodes that
+    stay)."""
+    pods = [p.pod for c in nodes for p in c.reschedulable_pods()]
+    cheaper = _cheaper_types(state.snapshot.instance_types, old_price, state.options)
+    return capacity_price_floor(pods, cheaper, state.rooms_staying(nodes), len(nodes) - 1)
+
+
+def _replace_by_several(
+    state: _Pass, nodes: Sequence[Candidate], several: SchedulingResult, one: SchedulingResult
+) -> _Outcome:
+    """Replace ``nodes`` by ``several``'s claims (fewer than ``nodes``) when they save enough;
+    each claim keeps only offerings that keep the saving (``multi_node.shared_offerings``).
+    ``one`` is the one-node answer, named in the message when there is one."""
+    options = state.options
+    old_price = sum(c.price_per_hour for c in nodes)
+    new_price = several.total_price_per_hour
+    if not _saves_enough(old_price, new_price, options):
+        return _Outcome(
+            None,
+            f"would cost more: the cheapest {len(several.new_claims)} nodes for the pods cost "
+            f"${new_price:.4f}/h vs ${old_price:.4f}/h (needs a saving of "
+            f"{options.min_saving_fraction:.0%} and ${options.min_saving_per_hour:.2f}/h)",
+        )
+    most = min(
+        old_price * (1 - options.min_saving_fraction), old_price - options.min_saving_per_hour
+    )
+    claims = tuple(
+        _narrow(claim, kept)
+        for claim, kept in zip(
+            several.new_claims, shared_offerings(several.new_claims, most), strict=True
+        )
+    )
+    one_node = ""
+    if len(one.new_claims) == 1 and not one.unschedulable:
+        one_node = (
+            f"one node would be {one.new_claims[0].instance_type} at "
+            f"${one.total_price_per_hour:.4f}/h"
+        )
+    return _Outcome(
+        DisruptionDecision(
+            reason=DisruptionReason.UNDERUTILIZED,
+            nodes=tuple(c.name for c in nodes),
+            nodeclaims=tuple(c.nodeclaim for c in nodes),
+            replacements=claims,
+            message=several_message([c.name for c in nodes], old_price, claims, one_node),
+            decided_at=state.now,
+            old_price_per_hour=old_price,
+            new_price_per_hour=new_price,
             needs_validation=True,
         )
     )

@@ -1,4 +1,4 @@
-"""Multi-node consolidation: which N candidates to merge into at most one cheaper node.
+"""Multi-node consolidation: which N candidates to merge into fewer, cheaper nodes.
 
 Karpenter sorts the candidates by disruption cost and binary-searches the largest prefix
 (at most 100 nodes) that consolidates: a delete (every pod fits on the nodes that stay) or a
@@ -9,10 +9,15 @@ prefix length, because replacements come in discrete sizes: three 1-CPU pods on 
 ($0.30/h) fit one c4.xlarge ($0.199/h), while the first two alone ($0.20/h) would need the same
 c4.xlarge and save nothing — the binary search tries two, fails and never looks at three.
 
-The replacement must be ONE node (Karpenter's rule for multi-node): the solver minimises the
-cost of the claims it opens and may well prefer several small ones for the same pods. When it
-does, the simulation is repeated with only the instance types that could hold every moving pod
-at once (``types_holding``), which is the one-node question the decision asks.
+Karpenter replaces N nodes by at most ONE. daiku also accepts M nodes, 1 < M < N, when they
+save the threshold (decision 0019's addendum): rounds of provisioning each pack their own batch
+well, and their sum (say 2 x c6g.2xlarge, 4 x c6gd.medium, 2 x m6g.large for 40 pods) can cost
+10 % more than packing all the pods at once, where no single node holds the pods that would
+move. The solver minimises the cost of the claims it opens (with the integer program's second
+opinion), so its answer for the moving pods is the M to compare. When it opens several claims,
+the simulation is repeated with only the instance types that could hold every moving pod at
+once (``types_holding``), the one-node question Karpenter asks; the cheaper answer wins, one
+node on a tie.
 
 Pure: the caller passes the simulation (``attempt``) in; nothing here reads a clock or does I/O.
 """
@@ -23,7 +28,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler_svc.core.disruption.model import Candidate, DisruptionDecision
-from scheduler_svc.core.model import InstanceType, Node, Pod, Resources
+from scheduler_svc.core.model import (
+    InstanceType,
+    Node,
+    NodeClaimPlan,
+    OfferingOption,
+    Pod,
+    Resources,
+)
 
 
 @dataclass(frozen=True)
@@ -125,12 +137,78 @@ def types_holding(pods: Sequence[Pod], types: Sequence[InstanceType]) -> tuple[I
     return tuple(out)
 
 
+def capacity_price_floor(
+    pods: Sequence[Pod],
+    types: Sequence[InstanceType],
+    rooms: Iterable[Mapping[str, int]],
+    most_nodes: int,
+) -> float:
+    """A lower bound on what at most ``most_nodes`` new nodes of ``types`` cost (USD/h) to hold
+    what of ``pods`` the summed free ``rooms`` cannot: per resource (cpu, memory), the
+    shortfall at the lowest price per unit of allocatable any type offers; infinite when
+    ``most_nodes`` of the largest type lack the room. No such set of nodes costs less, so a
+    merge whose floor saves too little needs no simulation."""
+    wanted = total_requests(pods).as_mapping()
+    free: dict[str, int] = {}
+    for room in rooms:
+        for name, amount in room.items():
+            free[name] = free.get(name, 0) + amount
+    floor = 0.0
+    for name in ("cpu", "memory"):
+        short = wanted.get(name, 0) - free.get(name, 0)
+        if short <= 0:
+            continue
+        sizes = [
+            (t.allocatable.as_mapping()[name], min(o.price_per_hour for o in t.offerings))
+            for t in types
+            if t.offerings and t.allocatable.as_mapping().get(name, 0) > 0
+        ]
+        if not sizes or short > most_nodes * max(size for size, _ in sizes):
+            return float("inf")
+        floor = max(floor, short * min(price / size for size, price in sizes))
+    return floor
+
+
+def shared_offerings(
+    claims: Sequence[NodeClaimPlan], most_per_hour: float
+) -> list[tuple[OfferingOption, ...]]:
+    """Per claim, the offerings it may launch so that the claims together never cost more than
+    ``most_per_hour``: each claim gets the same share of the slack, in proportion to its
+    cheapest offering (so any fallback the actuator takes keeps the merge's saving)."""
+    cheapest = sum(c.price_per_hour for c in claims)
+    scale = most_per_hour / cheapest if cheapest > 0 else 1.0
+    return [
+        tuple(o for o in c.offerings if o.price_per_hour <= c.price_per_hour * scale + 1e-12)
+        for c in claims
+    ]
+
+
+def several_message(
+    names: Sequence[str], old_price: float, claims: Sequence[NodeClaimPlan], one_node: str
+) -> str:
+    """The Event text of an N -> M replacement: what goes, what comes, what one node would be
+    (``one_node``: the one-node answer, "" when there is none)."""
+    new_price = sum(c.price_per_hour for c in claims)
+    each = ", ".join(
+        f"{c.instance_type} ({c.offerings[0].capacity_type}, ${c.price_per_hour:.4f}/h)"
+        for c in claims
+    )
+    message = (
+        f"Underutilized: replace {', '.join(names)} (${old_price:.4f}/h) by {len(claims)} nodes "
+        f"(${new_price:.4f}/h): {each}; saves ${old_price - new_price:.4f}/h"
+    )
+    return f"{message}; {one_node}" if one_node else message
+
+
 __all__ = [
     "MultiNodeSearch",
     "Outcome",
+    "capacity_price_floor",
     "could_fit",
     "free_room",
     "search",
+    "several_message",
+    "shared_offerings",
     "total_requests",
     "types_holding",
 ]

@@ -143,6 +143,15 @@ def _make_up_cluster(tmp_path: Path) -> tuple[list[Candidate], DisruptionSnapsho
     """What `make up` ends with: 5 x c6gd.medium (spot, one 500m pod each) and one c6g.2xlarge
     holding 15, under the default NodePool with a budget of 100 % (the default 10 % lets one
     of six nodes go at a time, which no merge fits in)."""
+    layout = [(f"m{i}", "c6gd.medium", 1) for i in range(5)] + [("big", "c6g.2xlarge", 15)]
+    return _default_pool_cluster(tmp_path, layout)
+
+
+def _default_pool_cluster(
+    tmp_path: Path, layout: Sequence[tuple[str, str, int]], budget: Budget | None = None
+) -> tuple[list[Candidate], DisruptionSnapshot]:
+    """Spot nodes (name, type, how many 500m/512Mi inflate pods) of the default NodePool on the
+    bundled catalog's real prices, with ``budget`` (default: 100 %)."""
     manifest = tmp_path / "default.json"
     items = [default_node_class("daiku"), default_node_pool(), inflate_deployment(20)]
     manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
@@ -180,9 +189,9 @@ def _make_up_cluster(tmp_path: Path) -> tuple[list[Candidate], DisruptionSnapsho
             pods=members,
         )
 
-    nodes = [node(f"m{i}", "c6gd.medium", 1) for i in range(5)] + [node("big", "c6g.2xlarge", 15)]
+    nodes = [node(name, type_name, count) for name, type_name, count in layout]
     settings = DisruptionSettings.from_spec("default", default_node_pool()["spec"])
-    settings = dataclasses.replace(settings, budgets=(Budget(percent=100),))
+    settings = dataclasses.replace(settings, budgets=(budget or Budget(percent=100),))
     state = DisruptionSnapshot(
         candidates=tuple(nodes),
         nodepools=(NodePoolState(scheduling.nodepools[0], settings),),
@@ -235,3 +244,92 @@ def test_a_merge_with_no_cheaper_type_big_enough_is_refused_without_a_simulation
     assert plan.decisions == ()
     message = {b.node: b.message for b in plan.blocked}["b0"]
     assert "(2: would cost more: no node saving 10% on $0.7960/h has room for the pods" in message
+
+
+# -- N -> M: several under-filled nodes replaced by fewer, cheaper ones --------------------------
+
+# What the live 0 -> 5 -> 20 -> 40 scale-up of the default scenario ends with (each round packs
+# its own batch: 5 pods, then 15, then 20): $0.2781/h, where `daiku plan` buys the 40 pods for
+# $0.2491/h (c6g.4xlarge + 3 x m6g.large).
+LIVE_40 = [
+    *((f"m{i}", "c6gd.medium", 1) for i in range(4)),
+    ("l0", "m6g.large", 3),
+    ("l1", "m6g.large", 3),
+    ("x0", "c6g.2xlarge", 15),
+    ("x1", "c6g.2xlarge", 15),
+]
+
+
+def test_eight_nodes_of_three_rounds_are_replaced_by_the_plan_for_their_pods(
+    tmp_path: Path,
+) -> None:
+    """No one node holds 40 pods for less, so Karpenter's one-node merge finds nothing; the
+    N -> M merge replaces all eight by the four nodes `daiku plan` buys (saves 10.4 %)."""
+    _, state = _default_pool_cluster(tmp_path, LIVE_40)
+    (decision,) = plan_disruption(state, at(600)).decisions
+    assert decision.old_price_per_hour == pytest.approx(0.2781, abs=1e-4)
+    assert sorted(decision.nodes) == sorted(name for name, _, _ in LIVE_40)
+    assert sorted(c.instance_type for c in decision.replacements) == [
+        "c6g.4xlarge",
+        "m6g.large",
+        "m6g.large",
+        "m6g.large",
+    ]
+    assert decision.new_price_per_hour == pytest.approx(0.2491, abs=1e-4)
+    assert decision.message.startswith(
+        "Underutilized: replace m0, m1, m2, m3, l0, l1, x0, x1 ($0.2781/h) by 4 nodes "
+        "($0.2491/h): c6g.4xlarge (spot, $0.1789/h)"
+    )
+    assert decision.message.endswith("saves $0.0290/h")
+    assert validate(decision, state, at(615)).is_valid
+
+
+def test_every_fallback_offering_keeps_the_merge_saving(tmp_path: Path) -> None:
+    """The actuator may launch any offering a claim lists: together the dearest ones still
+    cost at most 90 % of the nodes replaced (and $0.01/h less)."""
+    _, state = _default_pool_cluster(tmp_path, LIVE_40)
+    (decision,) = plan_disruption(state, at(600)).decisions
+    dearest = sum(max(o.price_per_hour for o in c.offerings) for c in decision.replacements)
+    assert dearest <= 0.9 * decision.old_price_per_hour + 1e-12
+
+
+def test_a_half_budget_repairs_the_packing_in_two_merges(tmp_path: Path) -> None:
+    """With nodes: 50 % (4 of 8 at a time) the one-pod nodes go first: 4 x c6gd.medium -> 2
+    nodes, then the leftovers -> 2 nodes, ending within 5 % of the plan's $0.2491/h."""
+    _, state = _default_pool_cluster(tmp_path, LIVE_40, Budget(percent=50))
+    (first,) = plan_disruption(state, at(600)).decisions
+    assert sorted(first.nodes) == ["m0", "m1", "m2", "m3"]
+    assert len(first.replacements) == 2
+    assert "by 2 nodes" in first.message
+    after_first = 0.2781 - first.savings_per_hour
+    layout = [row for row in LIVE_40 if row[0] not in first.nodes]
+    layout += [(f"r{i}", c.instance_type, len(c.pods)) for i, c in enumerate(first.replacements)]
+    _, state = _default_pool_cluster(tmp_path, layout, Budget(percent=50))
+    (second,) = plan_disruption(state, at(600)).decisions
+    assert len(second.replacements) < len(second.nodes)
+    assert after_first - second.savings_per_hour <= 1.05 * 0.2491
+
+
+def test_the_default_ten_percent_budget_allows_no_merge_of_eight_nodes(tmp_path: Path) -> None:
+    """Karpenter's default budget (10 %, rounded up) lets one of eight nodes go at a time: no
+    multi-node merge, and no single node saves (decision 0019's addendum)."""
+    _, state = _default_pool_cluster(tmp_path, LIVE_40, Budget(percent=10))
+    assert plan_disruption(state, at(600)).decisions == ()
+
+
+def test_one_node_wins_unless_several_save_the_threshold_on_it(tmp_path: Path) -> None:
+    """make up's five one-pod nodes: three nodes ($0.0467/h) are cheaper than one c6gd.xlarge
+    ($0.0470/h) by less than the threshold, so the one node is bought (fewer nodes, and no
+    later pass would split it)."""
+    _, state = _make_up_cluster(tmp_path)
+    (decision,) = plan_disruption(state, at(600)).decisions
+    assert [c.instance_type for c in decision.replacements] == ["c6gd.xlarge"]
+
+
+def test_a_merge_into_as_many_nodes_is_refused(tmp_path: Path) -> None:
+    """Two full c6g.2xlarge: the cheapest nodes for their 30 pods are one c6g.4xlarge, which
+    saves 3 %; never two other nodes as a 'merge'."""
+    _, state = _default_pool_cluster(
+        tmp_path, [("x0", "c6g.2xlarge", 15), ("x1", "c6g.2xlarge", 15)]
+    )
+    assert plan_disruption(state, at(600)).decisions == ()
