@@ -57,6 +57,7 @@ from scheduler_svc.core.overlay import NodeOverlay, apply_overlays
 from scheduler_svc.core.reservations import (
     CapacityReservation,
     assign_reservations,
+    reservation_room,
     with_reserved_offerings,
 )
 from scheduler_svc.errors import InvalidObjectError
@@ -655,19 +656,20 @@ def read_plan_input(files: list[str], catalog: str | None) -> PlanInput:
     pending, snapshot = _problem(manifests)
     base = tuple(load_catalog(catalog))
     reservations = manifests.reservations
+    # Free instances per reservation, less what the input's nodes and NodeClaims hold there.
+    room = reservation_room(reservations, snapshot.nodes)
     problem = SchedulingInput(
         pods=tuple(pending),
         nodepools=snapshot.nodepools,
         # Reserved offerings after the overlays: a price overlay does not reprice capacity
         # that is already paid for.
         instance_types=with_reserved_offerings(
-            apply_overlays(base, snapshot.overlays), reservations
+            apply_overlays(base, snapshot.overlays), reservations, room=room
         ),
         nodes=snapshot.nodes,
         daemonsets=snapshot.daemonsets,
         namespaces=snapshot.namespaces,
     )
-    room = {r.id: r.available for r in reservations if r.launchable}
     return PlanInput(problem, base, snapshot.overlays, snapshot.buffers, room)
 
 

@@ -435,6 +435,9 @@ class Offering:
     # A reserved offering's capacity reservation and its type (default | capacity-block).
     capacity_reservation_id: str = ""
     capacity_reservation_type: str = ""
+    # A reserved offering's free instances this round (Karpenter's ReservationCapacity): the
+    # solver gives it to at most this many new NodeClaims. None: not counted.
+    reservation_capacity: int | None = None
 
 
 @dataclass(frozen=True)

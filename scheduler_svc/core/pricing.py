@@ -72,7 +72,7 @@ class Pricing(Topology):
         capacity_types = pool.requirements.get(LABEL_CAPACITY_TYPE)
         # Cheapest price per type memoized in the index, and only the demanded resources
         # looked at: this loop runs over the pool's whole catalog for every demand epoch.
-        prices = self.catalog.cheapest_prices(zones, capacity_types)
+        prices = self.reservations.cheapest_prices(self.catalog, zones, capacity_types)
         demanded = [
             (d, amount, pool.overhead[d]) for d, amount in enumerate(self._demand) if amount > 0
         ]
@@ -116,6 +116,7 @@ class Pricing(Topology):
         pool.nodes += 1
         limits = pool.nodepool.limits
         if not limits.is_limited():
+            self._take_reservation(b)
             return
         target_capacity = self.catalog.capacity[b.target]
         fit = b.bits & self.catalog.fits(b.used)
@@ -133,8 +134,25 @@ class Pricing(Topology):
             reserved[d] = max(reserved[d], target_capacity[d])
             pool.used_capacity[d] += reserved[d]
         b.limit_capacity = tuple(reserved)
+        self._take_reservation(b)
+
+    def _take_reservation(self, b: Bin) -> None:
+        """A closed claim takes an instance of the first reservation with room among its
+        offerings (Karpenter's ReservationManager); when that leaves the reservation empty,
+        target choices are made again with its type at its spot / on-demand price."""
+        if not self.reservations.counted:
+            return
+        exhausted = self.reservations.exhausted
+        b.reservation = self.reservations.take(self._catalog_offerings(b))
+        if self.reservations.exhausted != exhausted:
+            self._targets.clear()
 
     def _offerings(self, b: Bin) -> tuple[OfferingOption, ...]:
+        """The claim's offerings, cheapest first; of the counted reservations only the one it
+        took (`_close_claim`)."""
+        return self.reservations.offerings_of(self._catalog_offerings(b), b.reservation)
+
+    def _catalog_offerings(self, b: Bin) -> tuple[OfferingOption, ...]:
         fit = b.bits & self.catalog.fits(b.used)
         return self.catalog.offering_options(
             fit, b.requirements.get(LABEL_ZONE), b.requirements.get(LABEL_CAPACITY_TYPE)

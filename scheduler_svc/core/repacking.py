@@ -151,8 +151,13 @@ class Repacking(Packing):
                 pods_by_request.setdefault(owner[key].request, []).append(key)
         shapes = list(pods_by_request)
         bits = pool.bits & self.catalog.compatible(requirements)
-        prices = self.catalog.cheapest_prices(
-            requirements.get(LABEL_ZONE), requirements.get(LABEL_CAPACITY_TYPE)
+        # Reserved offerings are left out of the program's prices (it does not count them);
+        # the new claims take the room again as they close, so the plan only gets cheaper.
+        prices = self.reservations.cheapest_prices(
+            self.catalog,
+            requirements.get(LABEL_ZONE),
+            requirements.get(LABEL_CAPACITY_TYPE),
+            without=self.reservations.counted,
         )
         positions = [p for p in self.catalog.positions(bits) if prices[p] is not None]
         options = [
@@ -195,6 +200,7 @@ class Repacking(Packing):
         # again as they close (`_close_claim`: one node each, their type's capacity).
         pool.nodes -= len(bins)
         for b in bins:
+            self.reservations.give_back(b.reservation)
             for d, reserved in enumerate(b.limit_capacity or ()):
                 pool.used_capacity[d] -= reserved
         next_id = max((b.id for b in self.bins), default=-1) + 1

@@ -28,6 +28,7 @@ from scheduler_svc.core.requirements import (
     Requirement,
     Requirements,
 )
+from scheduler_svc.core.reservations import ReservationLedger
 from scheduler_svc.core.solver_state import (
     AffinityRef,
     Bin,
@@ -89,6 +90,8 @@ class SolverSetup:
         self._existing_domain_cache: dict[object, frozenset[object]] = {}
         self._universe_cache: dict[tuple[int, str], tuple[object, ...]] = {}
         self._targets: dict[tuple[int, int, Requirements], int] = {}
+        # Reserved offerings' free instances, taken as claims close (core.reservations).
+        self.reservations = ReservationLedger(self.catalog.types)
         self.last_failure = ""
         self._blocked_by_constraint = False
         # A lower bound on every waiting class's request, per resource (set per round).

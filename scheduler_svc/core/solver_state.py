@@ -170,6 +170,8 @@ class Bin:
     # The pool's minValues this claim keeps: as written, or lowered when it was opened
     # (``MinValuesPolicy.BEST_EFFORT``); its later pods must keep these.
     min_values: tuple[tuple[str, int], ...] = ()
+    # The capacity reservation a closed new claim took an instance of ("": none).
+    reservation: str = ""
 
 
 @dataclass(frozen=True)

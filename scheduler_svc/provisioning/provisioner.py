@@ -12,7 +12,7 @@ A round:
    depends on the EC2NodeClass's kubelet settings) and capacity reservations (the class's
    status: reserved offerings, `core.reservations`), highest weight first, exhausted offerings
    (`UnavailableOfferingsCache`) excluded; each reservation goes to no more new claims than it
-   has free instances;
+   has free instances (less those its nodes and claims in flight hold), counted by the solver;
 4. writes one NodeClaim per new claim and launches them all concurrently (`NodeClaimCreator`,
    which disruption's replacements go through too);
    the round ends when the mirror shows what it wrote (so the next solve counts it, and
@@ -46,7 +46,8 @@ from scheduler_svc.core.model import (
 )
 from scheduler_svc.core.reservations import (
     CapacityReservation,
-    assign_reservations,
+    reservation_room,
+    room_after,
     with_reserved_offerings,
 )
 from scheduler_svc.errors import (
@@ -332,9 +333,12 @@ class Provisioner:
         for pool in pools:
             if not pool.model.is_static:  # a static pool's count is its replicas, not pods
                 groups.setdefault((pool.catalog_key, pool.reservations), []).append(pool)
-        # Free instances per reservation, shared by every group's claims this round.
+        # Free instances per reservation (less what nodes and claims in flight hold), shared
+        # by every group's claims this round; each solve counts them as it plans.
         now = self._wall_clock()
-        room = {r.id: r.available for p in pools for r in p.reservations if r.launchable_at(now)}
+        room = reservation_room(
+            {r.id: r for p in pools for r in p.reservations}.values(), snapshot.nodes, now=now
+        )
         ordered = sorted(groups.values(), key=lambda g: -max(p.model.weight for p in g))
         if not ordered:
             for pod in remaining:
@@ -350,6 +354,7 @@ class Provisioner:
                     await self._catalog.instance_types(group[0].node_class),
                     group[0].reservations,
                     now=now,
+                    room=room,
                 )
                 result.timings["catalog"] = self._clock() - fetch_started
             except ActuatorError as error:
@@ -375,7 +380,8 @@ class Provisioner:
                 catalogs=self._catalogs,
             )
             result.timings["solve"] = self._clock() - solve_started
-            plans.extend(assign_reservations(solved.new_claims, room))
+            plans.extend(solved.new_claims)
+            room = room_after(room, solved.new_claims)
             for placement in solved.existing_placements:
                 if self._nominations is not None:
                     self._nominations.nominate(placement.node, placement.pods)

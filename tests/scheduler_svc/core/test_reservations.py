@@ -1,6 +1,7 @@
 """Reserved capacity in the pure core: reserved offerings priced as already paid for and
-chosen over spot, each reservation handed to no more claims than it has room for, and Capacity
-Block nodes drained 40 minutes before the block ends."""
+chosen over spot, each reservation handed to no more claims than it has room for (counted by
+the solver as it plans, and across solves), the room left by nodes and claims in flight, and
+Capacity Block nodes drained 40 minutes before the block ends."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from scheduler_svc.core import solve
 from scheduler_svc.core.model import (
     InstanceType,
+    Node,
     NodeClaimPlan,
     NodePool,
     Offering,
@@ -16,12 +18,15 @@ from scheduler_svc.core.model import (
     Pod,
     Resources,
     SchedulingInput,
+    SchedulingResult,
 )
 from scheduler_svc.core.reservations import (
+    LABEL_RESERVATION_ID,
     CapacityReservation,
     ClaimInReservation,
     assign_reservations,
     claims_to_drain,
+    reservation_room,
     with_reserved_offerings,
 )
 
@@ -104,6 +109,88 @@ def test_without_reserved_in_the_pool_requirements_no_reservation_is_used() -> N
         )
     )
     assert all(o.capacity_type == "spot" for c in result.new_claims for o in c.offerings)
+
+
+# A small type worth reserving and a big one whose spot price is half the small one's per cpu.
+SMALL_AND_BIG = (
+    instance_type("small", 2, on_demand=0.10, spot=0.09),
+    instance_type("big", 8, on_demand=0.40, spot=0.16),
+)
+
+
+def _reserved_claims(result: SchedulingResult, reservation_id: str) -> int:
+    return sum(
+        1 for c in result.new_claims if c.offerings[0].capacity_reservation_id == reservation_id
+    )
+
+
+def _solve_with_room(pod_count: int, room: int, cpu_millis: int = 1000) -> SchedulingResult:
+    reservation = CapacityReservation("cr-small", "small", ZONE, available=room, total=room)
+    return solve(
+        SchedulingInput(
+            pods=pods(pod_count, cpu_millis),
+            nodepools=(NodePool("default"),),
+            instance_types=with_reserved_offerings(SMALL_AND_BIG, [reservation]),
+        )
+    )
+
+
+def test_the_solver_buys_no_more_reserved_nodes_than_the_reservation_has_room_for() -> None:
+    # Room for one small node: it takes two pods; the other seven go to one big spot node, the
+    # cheapest per cpu. A solver that did not count gave the reservation to five small claims
+    # (each sized for a free node), four of which then paid the small type's spot price.
+    result = _solve_with_room(9, room=1)
+    assert _reserved_claims(result, "cr-small") == 1
+    (reserved,) = (c for c in result.new_claims if c.offerings[0].capacity_type == "reserved")
+    assert len(reserved.pods) == 2
+    others = [c for c in result.new_claims if c is not reserved]
+    assert [c.offerings[0].instance_type for c in others] == ["big"]
+    assert all(o.capacity_type != "reserved" for c in others for o in c.offerings)
+    assert sum(c.offerings[0].price_per_hour for c in result.new_claims) < 0.16 + 1e-6
+
+
+def test_room_left_over_is_not_handed_out_and_no_claim_exceeds_it() -> None:
+    # However the pods fall, the reservation is first on at most `room` claims; with more room
+    # than claims, every small claim gets it.
+    for pod_count in (1, 2, 3, 5, 8, 9, 13):
+        for room in range(4):
+            for cpu_millis in (500, 1000, 1500):
+                result = _solve_with_room(pod_count, room, cpu_millis)
+                assert _reserved_claims(result, "cr-small") <= room, (pod_count, room, cpu_millis)
+                assert not result.unschedulable
+    assert _reserved_claims(_solve_with_room(4, room=3), "cr-small") == 2
+
+
+def test_a_reservation_without_room_is_not_offered() -> None:
+    result = _solve_with_room(2, room=0)
+    assert all(o.capacity_type != "reserved" for c in result.new_claims for o in c.offerings)
+
+
+def test_room_is_capped_by_what_nodes_and_claims_in_flight_already_hold() -> None:
+    # The status still says 3 free (resolved before the last launch); two of the four
+    # instances are this cluster's (a node and a claim in flight): two are left.
+    reservation = CapacityReservation("cr-1", "m5.xlarge", ZONE, available=3, total=4)
+    nodes = (
+        Node("node-a", labels={LABEL_RESERVATION_ID: "cr-1"}),
+        Node("claim-b", labels={LABEL_RESERVATION_ID: "cr-1"}, is_in_flight=True),
+        Node("node-c"),
+    )
+    assert reservation_room([reservation], nodes) == {"cr-1": 2}
+    # Someone else's instances lower only the free count, which then wins.
+    busy = CapacityReservation("cr-1", "m5.xlarge", ZONE, available=1, total=4)
+    assert reservation_room([busy], ()) == {"cr-1": 1}
+    expiring = CapacityReservation("cr-1", "m5.xlarge", ZONE, available=3, state="expiring")
+    assert reservation_room([expiring], ()) == {"cr-1": 0}
+
+
+def test_the_room_is_written_on_the_reserved_offering() -> None:
+    reservation = CapacityReservation("cr-1", "m5.xlarge", ZONE, available=3, total=4)
+    (_, xlarge) = with_reserved_offerings(CATALOG, [reservation], room={"cr-1": 1})
+    (offering,) = (o for o in xlarge.offerings if o.capacity_type == "reserved")
+    assert offering.reservation_capacity == 1
+    assert offering.available
+    (_, full) = with_reserved_offerings(CATALOG, [reservation], room={"cr-1": 0})
+    assert not any(o.available for o in full.offerings if o.capacity_type == "reserved")
 
 
 def _plan(*offerings: OfferingOption) -> NodeClaimPlan:
