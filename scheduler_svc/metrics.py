@@ -9,6 +9,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _SCHEDULING_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _LATENCY_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# Balanced scores: a move passes at 1/k (k = 1, 2, 3); above 1 it saves more than it disrupts.
+_SCORE_BUCKETS = (0.25, 1 / 3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 
 
 class SchedulerMetrics:
@@ -78,6 +80,15 @@ class SchedulerMetrics:
             "outcome (disrupted, invalidated, abandoned), as Karpenter's "
             "voluntary_disruption_decisions.",
             ["consolidation_type", "decision", "outcome"],
+            registry=self.registry,
+        )
+        self.consolidation_score = Histogram(
+            "daiku_scheduler_consolidation_score",
+            "Balanced scores (savings fraction / disruption fraction) of the consolidations "
+            "decided in Balanced NodePools, by consolidation_type (single, multi) and outcome "
+            "(disrupted, invalidated, abandoned), as Karpenter's consolidation score.",
+            ["consolidation_type", "outcome"],
+            buckets=_SCORE_BUCKETS,
             registry=self.registry,
         )
         self.disruption_blocked = Counter(

@@ -390,11 +390,16 @@ class DisruptionController:
             reason=str(decision.reason), outcome=outcome
         ).inc()
         if decision.reason is DisruptionReason.UNDERUTILIZED:
+            consolidation_type = "multi" if len(decision.nodes) > 1 else "single"
             self._metrics.consolidation_decisions.labels(
-                consolidation_type="multi" if len(decision.nodes) > 1 else "single",
+                consolidation_type=consolidation_type,
                 decision="replace" if decision.replacements else "delete",
                 outcome=outcome,
             ).inc()
+            if decision.balanced_score is not None:
+                self._metrics.consolidation_score.labels(
+                    consolidation_type=consolidation_type, outcome=outcome
+                ).observe(decision.balanced_score)
         log.info(
             "disruption_decision",
             reason=str(decision.reason),

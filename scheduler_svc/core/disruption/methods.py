@@ -461,22 +461,43 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
     # Single node: a delete anywhere before a replacement anywhere (a delete evicts once and
     # launches nothing; a replacement often leads to a delete of its replacement later).
     attempts = singles[: state.options.max_single_node_attempts]
+    if _single_node(state, attempts, allow_replace=False) is None:
+        return
+    refused = _single_node(state, attempts, allow_replace=True)
+    if refused is None:
+        return
     for candidate in attempts:
-        outcome = _consolidate(state, [candidate], allow_replace=False)
-        if outcome.decision is not None:
-            state.take(outcome.decision)
-            return
-    for candidate in attempts:
-        outcome = _consolidate(state, [candidate])
-        if outcome.decision is not None:
-            state.take(outcome.decision)
-            return
         also = merged.summary() if candidate in usable else ""
-        state.block(
-            candidate.name,
-            UNCONSOLIDATABLE,
-            f"{outcome.why_not}; {also}" if also else outcome.why_not,
-        )
+        why_not = refused[candidate.name]
+        state.block(candidate.name, UNCONSOLIDATABLE, f"{why_not}; {also}" if also else why_not)
+
+
+def _single_node(
+    state: _Pass, attempts: Sequence[Candidate], *, allow_replace: bool
+) -> dict[str, str] | None:
+    """Take the first single-node move in candidate order; None when one was taken, else why
+    each candidate did not move. Moves a Balanced NodePool scores are ranked instead: every
+    attempt is simulated and the highest score wins (ties: candidate order), so a budget of
+    one move per pass spends it on the move that saves most per disruption. An unscored move
+    found after scored ones ends the scan, the best scored so far going first."""
+    refused: dict[str, str] = {}
+    scored: list[DisruptionDecision] = []
+    for candidate in attempts:
+        outcome = _consolidate(state, [candidate], allow_replace=allow_replace)
+        decision = outcome.decision
+        if decision is None:
+            refused[candidate.name] = outcome.why_not
+        elif decision.balanced_score is not None:
+            scored.append(decision)
+        elif scored:
+            break
+        else:
+            state.take(decision)
+            return None
+    if not scored:
+        return refused
+    state.take(max(scored, key=lambda d: d.balanced_score or 0.0))
+    return None
 
 
 def consolidate_alone(
@@ -509,7 +530,9 @@ def _consolidate(
     if not scored.passes:
         return _Outcome(None, scored.describe())
     message = f"{outcome.decision.message}; {scored.describe()}"
-    return _Outcome(dataclasses.replace(outcome.decision, message=message))
+    return _Outcome(
+        dataclasses.replace(outcome.decision, message=message, balanced_score=scored.score)
+    )
 
 
 def _consolidate_unscored(  # noqa: PLR0911 - one exit per way a consolidation fails

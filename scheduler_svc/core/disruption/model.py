@@ -279,7 +279,8 @@ class DisruptionDecision:
     """Disrupt ``nodes`` (node names) for ``reason``; launch ``replacements`` first (empty:
     their pods fit on the remaining nodes). ``savings_per_hour`` is old price - new price.
     ``needs_validation``: the controller waits ``validation_wait_seconds`` and calls
-    ``validate`` before acting (consolidation of underutilized nodes)."""
+    ``validate`` before acting (consolidation of underutilized nodes). ``balanced_score``:
+    the move's Balanced score (``balanced.BalancedScore.score``; None: not scored)."""
 
     reason: DisruptionReason
     nodes: tuple[str, ...]
@@ -290,6 +291,7 @@ class DisruptionDecision:
     old_price_per_hour: float
     new_price_per_hour: float
     needs_validation: bool = False
+    balanced_score: float | None = None
 
     @property
     def savings_per_hour(self) -> float:

@@ -8,6 +8,7 @@ import pytest
 
 from scheduler_svc.core import Node, Resources
 from scheduler_svc.core.disruption import (
+    Budget,
     CandidatePod,
     ConsolidationPolicy,
     DisruptionSettings,
@@ -155,3 +156,37 @@ def test_bad_balanced_settings_are_refused(disruption: dict[str, object], error:
     with pytest.raises(DisruptionSettingsError, match=r"spec\.disruption\.consolidation") as raised:
         DisruptionSettings.from_spec("default", {"disruption": disruption})
     assert error in str(raised.value)
+
+
+def ranked(policy: ConsolidationPolicy) -> DisruptionSnapshot:
+    """Two single-node deletes, one move a pass (budget 1): ``costly`` (c4.xlarge, its pod's
+    eviction cost 10) comes first in candidate order (as many pods, dearer node) but scores
+    0.45; ``light`` (c4.large, eviction cost 1) scores 1.25. Both pass k = 3."""
+    costly_pod = CandidatePod(app_pod("costly-0"), deletion_cost=9 * 2**27)
+    costly = candidate("costly", "c4.xlarge", (costly_pod,), created=0, last_event=0)
+    light = candidate("light", "c4.large", pods("light", 1), created=0, last_event=0)
+    room = candidate("room", "t3a.2xlarge", pods("r", 1, do_not_disrupt=True), last_event=0)
+    settings = pool(
+        consolidation_policy=policy,
+        consolidation_threshold=3,
+        expire_after_seconds=None,
+        budgets=(Budget(nodes=1, percent=None),),
+    )
+    return snapshot([costly, light, room], [settings])
+
+
+def test_balanced_takes_the_highest_scoring_move_not_the_first() -> None:
+    """Savings fraction / disruption fraction against the pool ($0.5998/h, cost 15):
+    costly 0.332 / 0.733 = 0.45, light 0.167 / 0.133 = 1.25; the budget's one move goes to
+    light (candidate order alone would have taken costly)."""
+    plan = plan_disruption(ranked(BALANCED), at(600))
+    assert moved(plan) == [("light",)]
+    assert plan.decisions[0].balanced_score == pytest.approx((0.1 / 0.5998) / (2 / 15))
+    assert "Balanced score 1.25 >= 0.33" in plan.decisions[0].message
+
+
+def test_unscored_policies_keep_candidate_order() -> None:
+    """WhenEmptyOrUnderutilized does not score: the first candidate that consolidates goes."""
+    plan = plan_disruption(ranked(ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED), at(600))
+    assert moved(plan) == [("costly",)]
+    assert plan.decisions[0].balanced_score is None
