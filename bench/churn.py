@@ -437,6 +437,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--policy",
+        action="append",
+        choices=[p.name for p in (*POLICIES, NAIVE)],
+        help="run only this policy (repeatable; default: all), e.g. to run rows in parallel",
+    )
     args = parser.parse_args(argv)
     print(f"catalog: {len(catalog())} on-demand instance types (c/m/r, gen > 4, amd64)")
     print(
@@ -444,7 +450,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{'moved twice':>11} {'pending pod-min':>15} {'peak nodes':>10} {'node-hours':>10} "
         f"{'cost $':>8} {'sim s':>6}  decisions"
     )
-    for policy in (*POLICIES, NAIVE):
+    chosen = [p for p in (*POLICIES, NAIVE) if not args.policy or p.name in args.policy]
+    for policy in chosen:
         figures, seconds = run(policy, args.hours, args.seed)
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(figures.decisions.items()))
         print(
