@@ -57,6 +57,7 @@ from localcloud.kube.errors import (
     Timeout,
     Unauthorized,
     UnsupportedMediaType,
+    not_found,
 )
 from localcloud.kube.managed_fields import Writer, check_manager, default_manager, require_manager
 from localcloud.kube.objects import format_timestamp
@@ -714,6 +715,8 @@ class KubeApi:
             live = self.store.get_nowait(rt, name, namespace)
             with self.store.writers.writing(writer, applied=True):
                 if live is None:
+                    if subresource is not None:  # a subresource's storage never creates
+                        raise not_found(rt.plural, name, rt.group)
                     merged = managed_fields.apply(None, body, shape, now, force=force)
                     return _json_response(
                         await self.store.create(rt, merged, namespace, copy=False), 201

@@ -324,7 +324,10 @@ class Store(ObjectStorage):
             )
         new = body if fresh else copy_json(body)
         if subresource == "status":
-            new = {**{k: v for k, v in old.items() if k != "status"}, "metadata": dict(old_meta)}
+            new = {
+                **{k: v for k, v in old.items() if k != "status"},
+                "metadata": _status_write_metadata(old_meta, body["metadata"]),
+            }
             if "status" in body:
                 new["status"] = body["status"] if fresh else copy_json(body["status"])
         elif rt.has_status:
@@ -586,3 +589,12 @@ __all__ = [
     "copy_json",
     "format_timestamp",
 ]
+
+
+def _status_write_metadata(old_meta: JsonObject, body_meta: JsonObject) -> JsonObject:
+    """A status write keeps the stored metadata, except managedFields: the apiserver's status
+    strategy resets the rest, and an apply to /status brings its manager's entry."""
+    meta = dict(old_meta)
+    if "managedFields" in body_meta:
+        meta["managedFields"] = body_meta["managedFields"]
+    return meta
