@@ -114,7 +114,7 @@ def pattern_packing(
         index = {column: i for i, column in enumerate(columns)}
         for n in min(known, key=lambda nodes: sum(options[n.option].price_per_hour for n in nodes)):
             start[index[(n.option, n.counts)]] += 1
-    values = _solve_cover(columns, counts, options, settings, start if known else None)
+    values = _solve_cover(columns, counts, options, settings, start=start if known else None)
     if values is None:
         return []
     nodes = [
@@ -125,31 +125,155 @@ def pattern_packing(
     return _trimmed(nodes, counts, options)
 
 
+def limited_packing(
+    shapes: Sequence[tuple[int, ...]],
+    counts: Sequence[int],
+    options: Sequence[NodeOption],
+    *,
+    capacities: Sequence[Sequence[int]],
+    room: LimitRoom,
+    settings: PackingSettings,
+) -> list[PackedNode]:
+    """The nodes holding as many pods as fit within what a NodePool's limits leave (``room``:
+    at most so many nodes, and per limited resource at most so much summed capacity, where
+    ``capacities[t]`` is option t's capacity as the limits count it), the cheapest such; empty
+    when HiGHS finds none. The program of the module docstring plus one row per limit and,
+    per shape, a column of pods left pending at a price above any node's,
+    over the maximal patterns of the options that fit the limits and no other option beats
+    (as much room, no dearer, no more capacity), those holding the most pods per dollar first.
+    Used when the greedy pass, node by node, reached a limit with pods left over: the limit
+    may still hold them all on fewer, larger nodes."""
+    usable = [
+        t
+        for t, option in enumerate(options)
+        if all(c <= most for c, most in zip(capacities[t], room.capacity, strict=True))
+        and any(fits_count(shape, option.allocatable) for shape in shapes)
+    ]
+    usable = [t for t in usable if not any(_beats(u, t, options, capacities) for u in usable)]
+    usable.sort(
+        key=lambda t: (
+            -sum(
+                min(n, fits_count(shape, options[t].allocatable))
+                for shape, n in zip(shapes, counts, strict=True)
+            )
+            / max(options[t].price_per_hour, EPSILON),
+            t,
+        )
+    )
+    budget = PatternBudget(settings.max_patterns, _VISITS_PER_PATTERN * settings.max_patterns)
+    columns: list[tuple[int, tuple[int, ...]]] = []
+    for t in usable:
+        allocatable = options[t].allocatable
+        bounds = [
+            min(n, fits_count(shape, allocatable)) for shape, n in zip(shapes, counts, strict=True)
+        ]
+        found = maximal_patterns(shapes, bounds, allocatable, budget)
+        if found is None:
+            break
+        columns += [(t, pattern) for pattern in found]
+    if not columns:
+        return []
+    rows: list[tuple[list[float], float]] = []
+    if room.nodes is not None:
+        rows.append(([1.0] * len(columns), float(room.nodes)))
+    for d, most in enumerate(room.capacity):
+        if most < _NO_LIMIT:
+            # Scaled to the limit: bytes would upset the solver's tolerances.
+            rows.append(([capacities[t][d] / most for t, _ in columns], 1.0))
+    # A pod left pending costs more than every node the pods could need: the program places
+    # as many pods as the limits allow, then buys them as cheaply as it can.
+    pending = sum(counts) * max(options[t].price_per_hour for t, _ in columns) + 1.0
+    values = _solve_cover(
+        columns, counts, options, settings, start=None, at_most=rows, pending_price=pending
+    )
+    if values is None:
+        return []
+    left = [round(v) for v in values[len(columns) :]]
+    nodes = [
+        (t, list(pattern))
+        for (t, pattern), value in zip(columns, values[: len(columns)], strict=True)
+        for _ in range(round(value))
+    ]
+    return _trimmed(nodes, [max(0, n - u) for n, u in zip(counts, left, strict=True)], options)
+
+
+_NO_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True)
+class LimitRoom:
+    """What a NodePool's limits leave for new nodes: ``nodes`` (None: no node limit) and, per
+    limited resource, the summed capacity (``_NO_LIMIT`` where that resource is not limited)."""
+
+    nodes: int | None
+    capacity: tuple[int, ...]
+
+    @staticmethod
+    def of(nodes: int | None, capacity: Sequence[int | None]) -> LimitRoom:
+        return LimitRoom(nodes, tuple(_NO_LIMIT if c is None else c for c in capacity))
+
+
+def _beats(
+    u: int, t: int, options: Sequence[NodeOption], capacities: Sequence[Sequence[int]]
+) -> bool:
+    """Whether option ``u`` makes ``t`` useless under limits: as much room, no dearer, no more
+    capacity counted, and not the same (ties keep the first)."""
+    if u == t:
+        return False
+    a, b = options[u], options[t]
+    as_good = (
+        a.price_per_hour <= b.price_per_hour
+        and all(x >= y for x, y in zip(a.allocatable, b.allocatable, strict=True))
+        and all(x <= y for x, y in zip(capacities[u], capacities[t], strict=True))
+    )
+    same = (
+        a.price_per_hour == b.price_per_hour
+        and a.allocatable == b.allocatable
+        and tuple(capacities[u]) == tuple(capacities[t])
+    )
+    return as_good and (not same or u < t)
+
+
 def _solve_cover(
     columns: Sequence[tuple[int, tuple[int, ...]]],
     counts: Sequence[int],
     options: Sequence[NodeOption],
     settings: PackingSettings,
+    *,
     start: list[float] | None,
+    at_most: Sequence[tuple[Sequence[float], float]] = (),
+    pending_price: float | None = None,
 ) -> Any:
     """HiGHS's column values for the cover program (from ``start``, a feasible point, when
-    given), or None when it holds no feasible point."""
+    given; each of ``at_most`` adds a row: coefficients per column, summed at most the bound;
+    with ``pending_price``, one more column per shape after the others: its pods left pending,
+    at that price each), or None when it holds no feasible point."""
     import numpy as np
     from highspy import HighsLp, HighsSolution, HighsVarType, MatrixFormat, kHighsInf
     from highspy._core import _Highs  # highspy.Highs() prints a banner on stdout; plan's JSON
 
     lp = HighsLp()
-    lp.num_col_, lp.num_row_ = len(columns), len(counts)
-    lp.col_cost_ = np.array([options[t].price_per_hour for t, _ in columns], dtype=float)
-    lp.col_lower_ = np.zeros(len(columns))
-    lp.col_upper_ = np.full(len(columns), kHighsInf)
-    lp.row_lower_ = np.array(counts, dtype=float)
-    lp.row_upper_ = np.full(len(counts), kHighsInf)
-    lp.integrality_ = [HighsVarType.kInteger] * len(columns)
+    rows = len(counts) + len(at_most)
+    slack = [] if pending_price is None else list(range(len(counts)))
+    width = len(columns) + len(slack)
+    lp.num_col_, lp.num_row_ = width, rows
+    lp.col_cost_ = np.array(
+        [*(options[t].price_per_hour for t, _ in columns), *(pending_price for _ in slack)],
+        dtype=float,
+    )
+    lp.col_lower_ = np.zeros(width)
+    lp.col_upper_ = np.full(width, kHighsInf)
+    lp.row_lower_ = np.array([*counts, *(-kHighsInf for _ in at_most)], dtype=float)
+    lp.row_upper_ = np.array([*(kHighsInf for _ in counts), *(b for _, b in at_most)])
+    lp.integrality_ = [HighsVarType.kInteger] * width
     matrix = lp.a_matrix_
     matrix.format_ = MatrixFormat.kColwise
-    matrix.num_col_, matrix.num_row_ = len(columns), len(counts)
-    entries = [[(s, float(n)) for s, n in enumerate(pattern) if n] for _, pattern in columns]
+    matrix.num_col_, matrix.num_row_ = width, rows
+    entries = [
+        [(s, float(n)) for s, n in enumerate(pattern) if n]
+        + [(len(counts) + r, coefficients[i]) for r, (coefficients, _) in enumerate(at_most)]
+        for i, (_, pattern) in enumerate(columns)
+    ] + [[(s, 1.0)] for s in slack]
     matrix.start_ = np.cumsum([0, *(len(e) for e in entries)], dtype=np.int32)
     matrix.index_ = np.array([s for e in entries for s, _ in e], dtype=np.int32)
     matrix.value_ = np.array([v for e in entries for _, v in e], dtype=float)
@@ -207,4 +331,11 @@ def downsized(
     return [moved[node] for node in nodes]
 
 
-__all__ = ["PatternBudget", "downsized", "maximal_patterns", "pattern_packing"]
+__all__ = [
+    "LimitRoom",
+    "PatternBudget",
+    "downsized",
+    "limited_packing",
+    "maximal_patterns",
+    "pattern_packing",
+]

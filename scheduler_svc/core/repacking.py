@@ -10,6 +10,14 @@ requirements admit, each at its cheapest offering there. The greedy claims stay 
 packing costs less, so the plan is never dearer than the greedy one, and, in a NodePool with
 limits, unless the new nodes fit the limits the greedy claims fitted (nodes, and each claim's
 type capacity, as the greedy pass counts them).
+
+Binding limits: the greedy pass opens claims one at a time, each of the type cheapest per unit
+of what is left, and may reach a NodePool's limit (say ``nodes: 2`` on two one-pod nodes) with
+pods left over that fewer, larger nodes would have held. When pods that only need room were
+left unschedulable because a limit was reached, their group (placed and unplaced pods alike)
+is solved again by ``pattern_packing.limited_packing``, whose program keeps the new nodes
+within what the limits leave; the pods are placed when it finds nodes for all of them, at
+whatever they cost (a placed pod beats a cheaper pending one).
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ from scheduler_svc.core.integer_packing import (
     cheapest_packing,
     packing_cost,
 )
-from scheduler_svc.core.model import SchedulingInput
+from scheduler_svc.core.model import SchedulingInput, UnschedulablePod
 from scheduler_svc.core.packing import Packing
+from scheduler_svc.core.pattern_packing import LimitRoom, downsized, limited_packing
 from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_ZONE, Requirements
 from scheduler_svc.core.solver_state import Bin, PodClass, Pool
 
@@ -76,11 +85,36 @@ class Repacking(Packing):
                 continue
             if b.pods and all(key in owner for key in b.pods):
                 groups.setdefault((pool.index, b.requirements), []).append(b)
+        for (pool_index, requirements), waiting in self._limit_bound(owner).items():
+            bins = groups.get((pool_index, requirements), [])
+            pods = len(waiting) + sum(len(b.pods) for b in bins)
+            if pods <= self.packing_settings.max_pods and self._repack_within_limits(
+                self.pools[pool_index], requirements, bins, waiting, owner
+            ):
+                groups.pop((pool_index, requirements), None)
         for (pool_index, requirements), bins in groups.items():
             # One pod: its greedy claim already buys the cheapest type that holds it, and the
             # programs would cost a live round 20 ms for nothing (bench.reaction's 1-pod case).
             if 1 < sum(len(b.pods) for b in bins) <= self.packing_settings.max_pods:
                 self._repack(self.pools[pool_index], requirements, bins, owner)
+
+    def _limit_bound(self, owner: dict[str, PodClass]) -> dict[tuple[int, Requirements], list[str]]:
+        """Unschedulable pods that only need room and were refused by the first NodePool
+        (by weight) whose limit they reached, grouped as claims are (pool, requirements)."""
+        waiting: dict[tuple[int, Requirements], list[str]] = {}
+        for refused in self.unschedulable:
+            cls = owner.get(refused.pod)
+            if cls is None:
+                continue
+            for pool in self.pools:
+                name = pool.nodepool.name
+                if not cls.reasons.get(name, "").startswith(f"NodePool {name} limit "):
+                    continue
+                requirements = self._fit_pool(cls, pool)[0]
+                if requirements is not None and not pool.min_values:
+                    waiting.setdefault((pool.index, requirements), []).append(refused.pod)
+                break
+        return waiting
 
     def _first_fit_decreasing(
         self,
@@ -142,14 +176,12 @@ class Repacking(Packing):
         claim.counts[s] += low
         return low
 
-    def _repack(
-        self, pool: Pool, requirements: Requirements, bins: list[Bin], owner: dict[str, PodClass]
-    ) -> None:
-        pods_by_request: dict[tuple[int, ...], list[str]] = {}
-        for b in bins:
-            for key in b.pods:
-                pods_by_request.setdefault(owner[key].request, []).append(key)
-        shapes = list(pods_by_request)
+    def _node_options(
+        self, pool: Pool, requirements: Requirements
+    ) -> tuple[int, list[float | None], list[int], list[NodeOption]]:
+        """The types a claim of ``pool`` under ``requirements`` may be (bits), the cheapest
+        price of every type there, the priced positions and their options (room for pods:
+        allocatable less the pool's DaemonSet overhead)."""
         bits = pool.bits & self.catalog.compatible(requirements)
         # Reserved offerings are left out of the program's prices (it does not count them);
         # the new claims take the room again as they close, so the plan only gets cheaper.
@@ -169,6 +201,91 @@ class Repacking(Packing):
             )
             for p in positions
         ]
+        return bits, prices, positions, options
+
+    def _repack_within_limits(
+        self,
+        pool: Pool,
+        requirements: Requirements,
+        bins: list[Bin],
+        waiting: list[str],
+        owner: dict[str, PodClass],
+    ) -> bool:
+        """Place ``bins``' pods and the ``waiting`` ones on nodes within what the pool's limits
+        leave (module docstring); True when more of them are placed than ``bins`` held."""
+        pods_by_request: dict[tuple[int, ...], list[str]] = {}
+        group = [*(k for b in bins for k in b.pods), *waiting]
+        for key in group:
+            pods_by_request.setdefault(owner[key].request, []).append(key)
+        shapes = list(pods_by_request)
+        bits, _, positions, options = self._node_options(pool, requirements)
+        limits = pool.nodepool.limits
+        limited = [(0, limits.cpu_millis), (1, limits.memory_bytes)]
+        capacities = [[self.catalog.capacity[p][d] for d, _ in limited] for p in positions]
+        room = LimitRoom.of(
+            None if limits.nodes is None else limits.nodes - pool.nodes + len(bins),
+            [
+                None
+                if limit is None
+                else limit
+                - pool.used_capacity[d]
+                + sum((b.limit_capacity or (0, 0))[d] for b in bins)
+                for d, limit in limited
+            ],
+        )
+        counts = [len(pods_by_request[shape]) for shape in shapes]
+        packed = limited_packing(
+            shapes,
+            counts,
+            options,
+            capacities=capacities,
+            room=room,
+            settings=self.packing_settings,
+        )
+        if sum(sum(node.counts) for node in packed) <= sum(len(b.pods) for b in bins):
+            return False
+        for nodes in (downsized(packed, shapes, options), packed):
+            if self._within_limits(pool, bins, [positions[node.option] for node in nodes]):
+                self._replace(
+                    pool,
+                    requirements,
+                    bins,
+                    bits=bits,
+                    positions=positions,
+                    packed=nodes,
+                    pods_by_request=pods_by_request,
+                )
+                self._still_waiting(pool, group, pods_by_request, owner)
+                return True
+        return False
+
+    def _still_waiting(
+        self,
+        pool: Pool,
+        group: list[str],
+        left: dict[tuple[int, ...], list[str]],
+        owner: dict[str, PodClass],
+    ) -> None:
+        """The unschedulable list once ``group``'s pods are packed within limits: those ``left``
+        unplaced wait (with the limit their NodePool reached), the others are placed."""
+        unplaced = {key for keys in left.values() for key in keys}
+        placed = set(group) - unplaced
+        known = {u.pod for u in self.unschedulable}
+        name = pool.nodepool.name
+        self.unschedulable = [u for u in self.unschedulable if u.pod not in placed] + [
+            UnschedulablePod(key, owner[key].reasons.get(name, f"NodePool {name} limit reached"))
+            for key in sorted(unplaced - known)
+        ]
+
+    def _repack(
+        self, pool: Pool, requirements: Requirements, bins: list[Bin], owner: dict[str, PodClass]
+    ) -> None:
+        pods_by_request: dict[tuple[int, ...], list[str]] = {}
+        for b in bins:
+            for key in b.pods:
+                pods_by_request.setdefault(owner[key].request, []).append(key)
+        shapes = list(pods_by_request)
+        bits, prices, positions, options = self._node_options(pool, requirements)
         counts = [len(pods_by_request[shape]) for shape in shapes]
         priced = 0
         for p in positions:
@@ -193,6 +310,30 @@ class Repacking(Packing):
             return
         if not self._within_limits(pool, bins, [positions[node.option] for node in packed]):
             return
+        self._replace(
+            pool,
+            requirements,
+            bins,
+            bits=bits,
+            positions=positions,
+            packed=packed,
+            pods_by_request=pods_by_request,
+        )
+
+    def _replace(
+        self,
+        pool: Pool,
+        requirements: Requirements,
+        bins: list[Bin],
+        *,
+        bits: int,
+        positions: list[int],
+        packed: list[PackedNode],
+        pods_by_request: dict[tuple[int, ...], list[str]],
+    ) -> None:
+        """Claims of ``packed`` (its pods taken from ``pods_by_request`` by shape) in place of
+        ``bins``, counted against the pool's limits as ``bins`` were."""
+        shapes = list(pods_by_request)
         replaced = {id(b) for b in bins}
         self.bins = [b for b in self.bins if id(b) not in replaced]
         self.claims = [b for b in self.claims if id(b) not in replaced]
