@@ -15,7 +15,8 @@ As a fleet of real kubelets would, for each pending or running instance it:
 - reports NotReady (tainted `node.kubernetes.io/not-ready:NoSchedule`) until `boot_seconds`
   have passed, then Ready; renews its Lease in kube-node-lease every `lease_renew_seconds`;
 - runs the pods bound to it once Ready (Pending -> Running with container statuses, a pod IP
-  and the Ready condition) and removes, with grace 0, its pods being deleted gracefully once
+  and the Ready condition, which `spec.readinessGates` hold False until their conditions are
+  True; see pod_readiness.py) and removes, with grace 0, its pods being deleted gracefully once
   their containers have had `container_stop_seconds` to stop;
 - when the instance's status checks fail (the emulator's `impair_instance`, DescribeInstanceStatus
   `impaired`): stops posting status, as a hung kubelet or a dead host does — its Node's
@@ -72,6 +73,7 @@ from localcloud.kube.controllers.instances import (
     InstanceSource,
 )
 from localcloud.kube.controllers.pod_fit import NOT_READY_TAINT
+from localcloud.kube.controllers.pod_readiness import running_conditions, with_ready_refreshed
 from localcloud.kube.errors import AlreadyExists, ApiError, NotFound
 from localcloud.kube.store import DELETED, Store, copy_json, format_timestamp
 
@@ -487,6 +489,8 @@ class Kubelets:
         phase = (pod.get("status") or {}).get("phase")
         if kubelet.ready and phase == "Pending":
             await self._start_pod(kubelet, key, pod)
+        elif phase == "Running" and (pod.get("spec") or {}).get("readinessGates"):
+            await self._refresh_readiness(key, pod)
 
     async def _stop_pod(self, key: ObjectKey, pod: JsonObject) -> None:
         try:
@@ -523,15 +527,6 @@ class Kubelets:
         spec = pod.get("spec") or {}
         new = copy_json(pod)
         status = new.setdefault("status", {})
-        scheduled = next(
-            (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"),
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": now,
-            },
-        )
         status.update(
             {
                 "phase": "Running",
@@ -540,23 +535,7 @@ class Kubelets:
                 "podIP": pod_ip,
                 "podIPs": [{"ip": pod_ip}],
                 "startTime": now,
-                "conditions": [
-                    *(
-                        {
-                            "type": kind,
-                            "status": "True",
-                            "lastProbeTime": None,
-                            "lastTransitionTime": now,
-                        }
-                        for kind in (
-                            "PodReadyToStartContainers",
-                            "Initialized",
-                            "Ready",
-                            "ContainersReady",
-                        )
-                    ),
-                    scheduled,
-                ],
+                "conditions": running_conditions(pod, now),
                 "containerStatuses": [
                     {
                         "name": container.get("name", ""),
@@ -579,6 +558,18 @@ class Kubelets:
             log.info("pod_start_failed", pod=f"{key[0]}/{key[1]}", error=str(error))
             return
         log.debug("pod_running", pod=f"{key[0]}/{key[1]}", node=kubelet.node_name)
+
+    async def _refresh_readiness(self, key: ObjectKey, pod: JsonObject) -> None:
+        """Recompute Ready from the pod's readiness gates, which others set in its status."""
+        conditions = with_ready_refreshed(pod, self._stamp())
+        if conditions is None:
+            return
+        new = copy_json(pod)
+        new["status"]["conditions"] = conditions
+        try:  # a conflict means a newer pod, whose own event brings it back here
+            await self.store.update(self._rt["pods"], new, key[0], subresource="status")
+        except ApiError as error:
+            log.info("pod_readiness_failed", pod=f"{key[0]}/{key[1]}", error=str(error))
 
     def _stamp(self) -> str:
         return format_timestamp(self.clock())

@@ -6,10 +6,13 @@ import asyncio
 import base64
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
+from lightkube import AsyncClient, KubeConfig
+from lightkube.resources.core_v1 import Pod
 
 from actuator_svc.core.user_data import (
     ClusterEndpoint,
@@ -19,6 +22,8 @@ from actuator_svc.core.user_data import (
 )
 from localcloud.ec2 import Ec2Emulator
 from localcloud.kube.controllers.kubelets import Kubelets
+from localcloud.kube.controllers.pod_readiness import READINESS_GATES_NOT_READY
+from localcloud.kube.server import KubeApiServer
 from localcloud.kube.store import Store
 from tests.localcloud.controllers.conftest import pod
 from tests.polling import until
@@ -26,6 +31,8 @@ from tests.polling import until
 if TYPE_CHECKING:
     from types_boto3_ec2.client import EC2Client
     from types_boto3_ec2.type_defs import TagTypeDef
+
+READINESS_GATE = "target-health.example.com/web"
 
 REGISTRATION = NodeRegistration(
     labels={"daiku.dev/nodepool": "default", "team": "checkout"},
@@ -345,3 +352,58 @@ async def test_an_impaired_instance_s_kubelet_stops_posting_status(
 
     cluster.emulator.impair_instance(instance_id, impaired=False)
     await until(lambda: node_status("True"))
+
+
+@pytest.fixture
+async def lightkube(cluster: Cluster, tmp_path: Path) -> AsyncIterator[AsyncClient]:
+    async with KubeApiServer(tls=True, store=cluster.store) as kube:
+        kube.write_kubeconfig(tmp_path / "kubeconfig")
+        client = AsyncClient(config=KubeConfig.from_file(tmp_path / "kubeconfig"))
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def conditions_of(found: Pod) -> dict[str, str]:
+    assert found.status is not None
+    return {c.type: c.status for c in found.status.conditions or []}
+
+
+async def test_a_gated_pod_turns_ready_only_when_its_gate_condition_is_true(
+    cluster: Cluster, lightkube: AsyncClient
+) -> None:
+    """The pod runs with ContainersReady True and Ready False; a client setting the gate's
+    condition True through /status makes the kubelet report Ready, and False takes it back."""
+    cluster.start_kubelets(emulator=cluster.emulator, ec2_endpoint_url=None)
+    instance_id = await cluster.run_instance()
+    node = await until(lambda: node_with_provider_id(cluster.store, f"/{instance_id}"))
+    web = pod(
+        "web", nodeName=node["metadata"]["name"], readinessGates=[{"conditionType": READINESS_GATE}]
+    )
+    web["metadata"]["namespace"] = "default"
+    await lightkube.create(cast(Pod, Pod.from_dict({"apiVersion": "v1", "kind": "Pod", **web})))
+
+    async def with_conditions(wanted: dict[str, str]) -> dict[str, str] | None:
+        found = conditions_of(await lightkube.get(Pod, "web", namespace="default"))
+        return found if wanted.items() <= found.items() else None
+
+    await until(lambda: with_conditions({"ContainersReady": "True", "Ready": "False"}))
+    stored = await lightkube.get(Pod, "web", namespace="default")
+    assert stored.status is not None
+    assert stored.status.phase == "Running"
+    (ready,) = [c for c in stored.status.conditions or [] if c.type == "Ready"]
+    assert ready.reason == READINESS_GATES_NOT_READY
+    assert (
+        ready.message
+        == f'corresponding condition of pod readiness gate "{READINESS_GATE}" does not exist.'
+    )
+
+    def gate(status: str) -> dict[str, Any]:
+        return {"status": {"conditions": [{"type": READINESS_GATE, "status": status}]}}
+
+    await lightkube.patch(Pod.Status, "web", gate("True"), namespace="default")
+    await until(lambda: with_conditions({READINESS_GATE: "True", "Ready": "True"}))
+
+    await lightkube.patch(Pod.Status, "web", gate("False"), namespace="default")
+    await until(lambda: with_conditions({READINESS_GATE: "False", "Ready": "False"}))
