@@ -60,7 +60,7 @@ from localcloud.kube.errors import (
     not_found,
 )
 from localcloud.kube.managed_fields import Writer, check_manager, default_manager, require_manager
-from localcloud.kube.objects import format_timestamp
+from localcloud.kube.objects import format_timestamp, from_json, json_bytes
 from localcloud.kube.protobuf import decode_object
 from localcloud.kube.representations import (
     Representation,
@@ -194,7 +194,7 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
 
 def _json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(),
+        body=json_bytes(body),
         status=status,
         content_type=_JSON,
     )
@@ -226,7 +226,7 @@ def _event_line(event: WatchEvent, metadata_only: bool) -> bytes:
     if not metadata_only:
         return event.encoded()
     line = {"type": event.type, "object": partial_metadata(event.object)}
-    return (json.dumps(line, separators=(",", ":")) + "\n").encode()
+    return json_bytes(line) + b"\n"
 
 
 class KubeApi:
@@ -447,7 +447,7 @@ class KubeApi:
                 return await self._list(request, rt, namespace)
             if method == "POST":
                 body = await self._body(request)
-                created = await self.store.create(rt, body, namespace, copy=False)
+                created = await self.store.create(rt, body, namespace, copy=False, fresh=True)
                 return _json_response(created, 201)
             if method == "DELETE":
                 return await self._delete_collection(request, rt, namespace)
@@ -486,7 +486,7 @@ class KubeApi:
             body.setdefault("metadata", {})["name"] = name
             return _json_response(
                 await self.store.update(
-                    rt, body, namespace, subresource=stored_subresource, copy=False
+                    rt, body, namespace, subresource=stored_subresource, copy=False, fresh=True
                 )
             )
         if method == "PATCH":
@@ -505,7 +505,7 @@ class KubeApi:
         if content_type == "application/vnd.kubernetes.protobuf":
             return decode_object(raw)
         try:
-            body = yaml.safe_load(raw) if "yaml" in content_type else json.loads(raw)
+            body = yaml.safe_load(raw) if "yaml" in content_type else from_json(raw)
         except (ValueError, yaml.YAMLError) as error:
             raise BadRequest(f"the request body is not valid {content_type}: {error}") from error
         if not isinstance(body, dict | list):
@@ -651,7 +651,7 @@ class KubeApi:
             include_object=include,
             with_columns=columns,
         )
-        return (json.dumps({"type": event.type, "object": table}) + "\n").encode()
+        return json_bytes({"type": event.type, "object": table}) + b"\n"
 
     # ----------------------------------------------------------------- writes
 
@@ -719,13 +719,13 @@ class KubeApi:
                         raise not_found(rt.plural, name, rt.group)
                     merged = managed_fields.apply(None, body, shape, now, force=force)
                     return _json_response(
-                        await self.store.create(rt, merged, namespace, copy=False), 201
+                        await self.store.create(rt, merged, namespace, copy=False, fresh=True), 201
                     )
                 merged = managed_fields.apply(live, body, shape, now, force=force)
                 try:
                     return _json_response(
                         await self.store.update(
-                            rt, merged, namespace, subresource=subresource, copy=False
+                            rt, merged, namespace, subresource=subresource, copy=False, fresh=True
                         )
                     )
                 except ApiError as error:
@@ -867,7 +867,7 @@ class KubeApi:
 
 
 def _error_line(error: ApiError) -> bytes:
-    return (json.dumps({"type": "ERROR", "object": error.to_status()}) + "\n").encode()
+    return json_bytes({"type": "ERROR", "object": error.to_status()}) + b"\n"
 
 
 def _bookmark_line(rt: ResourceType, resource_version: int, *, initial_end: bool = False) -> bytes:
@@ -875,4 +875,4 @@ def _bookmark_line(rt: ResourceType, resource_version: int, *, initial_end: bool
     if initial_end:
         metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
     obj = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": metadata}
-    return (json.dumps({"type": "BOOKMARK", "object": obj}) + "\n").encode()
+    return json_bytes({"type": "BOOKMARK", "object": obj}) + b"\n"

@@ -64,6 +64,8 @@ class FieldValidation:
         if self.mode is None:
             return obj
         model = _model_name(rt.group, rt.version, rt.kind)
+        if model is not None and not _needs_rewrite(obj, model):
+            return obj  # the common case: one walk, no paths built, nothing copied
         unknown: list[str] = []
         if model is not None:
             _prune(obj, model, "", unknown, delete=False)
@@ -88,6 +90,45 @@ class FieldValidation:
                 f"strict decoding error: {fields}"
             )
         self.warnings.extend(f'unknown field "{path}"' for path in unknown)
+
+
+def _needs_rewrite(value: Any, type_name: str) -> bool:
+    """Whether `value` has a field its type does not declare or a time not written as the
+    apiserver writes it (BadRequest for a time that is no time): what `_prune` and
+    `_times_to_normalise` would find, without building a path per field."""
+    if type_name.startswith("list["):
+        if isinstance(value, list):
+            item_type = _item_type(type_name)
+            if item_type not in _LEAF_TYPES:
+                return any(_needs_rewrite(item, item_type) for item in value)
+        return False
+    if type_name.startswith("dict("):
+        if isinstance(value, dict):
+            item_type = _item_type(type_name)
+            if item_type not in _LEAF_TYPES:
+                return any(_needs_rewrite(item, item_type) for item in value.values())
+        return False
+    if not isinstance(value, dict):
+        return False
+    fields = _fields(type_name)
+    for key, item in value.items():
+        declared = fields.get(key)
+        if declared is None:
+            return True
+        if declared == "datetime":
+            if isinstance(item, str) and _normalised_time(item, key) != item:
+                return True
+        elif declared not in _LEAF_TYPES and item is not None and _needs_rewrite(item, declared):
+            return True
+    return False
+
+
+@cache
+def _item_type(type_name: str) -> str:
+    """The type of the items of `list[T]` or the values of `dict(str, T)`."""
+    if type_name.startswith("list["):
+        return type_name[5:-1]
+    return type_name[type_name.index(",") + 1 : -1].strip()
 
 
 def _prune(value: Any, type_name: str, path: str, unknown: list[str], *, delete: bool) -> None:

@@ -67,19 +67,19 @@ class ResourceType:
     to_storage: Converter | None = field(default=None, compare=False)
     from_storage: Converter | None = field(default=None, compare=False)
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+    # derived names, computed once: the store reads them on every write
+    api_version: str = field(init=False, repr=False, compare=False)
+    # `v1/pods`, `apps/v1/deployments`: unique among served resources
+    key: str = field(init=False, repr=False, compare=False)
+    # `pods`, `deployments.apps`: how error messages name the resource
+    group_resource: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        """`v1/pods`, `apps/v1/deployments`: unique among served resources."""
-        return f"{self.api_version}/{self.plural}"
-
-    @property
-    def group_resource(self) -> str:
-        """`pods`, `deployments.apps`: how error messages name the resource."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
+    def __post_init__(self) -> None:
+        api_version = f"{self.group}/{self.version}" if self.group else self.version
+        object.__setattr__(self, "api_version", api_version)
+        object.__setattr__(self, "key", f"{api_version}/{self.plural}")
+        group_resource = f"{self.plural}.{self.group}" if self.group else self.plural
+        object.__setattr__(self, "group_resource", group_resource)
 
     @property
     def list_kind(self) -> str:

@@ -36,17 +36,21 @@ class ObjectStorage:
         self._types: dict[str, ResourceType] = {}
         self._buckets: dict[tuple[str, str], Bucket] = {}
         self._uids: dict[str, tuple[ResourceType, str, str]] = {}
+        # `resource(name)` answers, forgotten whenever the served types change
+        self._resolved: dict[str, ResourceType] = {}
 
     # ----------------------------------------------------------------- types
 
     def register(self, resource_type: ResourceType) -> None:
         """Serve `resource_type` (replacing a previous registration of the same key)."""
         self._types[resource_type.key] = resource_type
+        self._resolved.clear()
         if not resource_type.storage_key:
             self._buckets.setdefault((resource_type.group, resource_type.plural), Bucket())
 
     def unregister(self, resource_type: ResourceType) -> None:
         self._types.pop(resource_type.key, None)
+        self._resolved.clear()
 
     def resource_types(self) -> list[ResourceType]:
         return list(self._types.values())
@@ -59,8 +63,13 @@ class ObjectStorage:
         """Resolve `pods`, `v1/pods`, `apps/v1/deployments`, `deployments.apps`; NotFound."""
         if isinstance(name, ResourceType):
             return name
-        if found := self._types.get(name):
+        if found := self._resolved.get(name):
             return found
+        found = self._types.get(name) or self._resolve(name)
+        self._resolved[name] = found
+        return found
+
+    def _resolve(self, name: str) -> ResourceType:
         candidates = [
             t for t in self._types.values() if name in (t.plural, f"{t.plural}.{t.group}", t.kind)
         ]

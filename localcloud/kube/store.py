@@ -20,7 +20,7 @@ Contract (every method is a coroutine unless marked; none of them blocks on I/O)
 - `list(resource, namespace=None, label_selector="", field_selector="", copy=True) -> ObjectList`
   with `.items` and `.resource_version` (int, the global version the list is consistent at).
   Selectors are strings in the API's syntax (see `selectors`); BadRequest on bad syntax.
-- `create(resource, obj, namespace=None) -> dict`: fills uid, creationTimestamp,
+- `create(resource, obj, namespace=None, fresh=False) -> dict`: fills uid, creationTimestamp,
   resourceVersion, generation (1), apiVersion/kind, name from `generateName`; drops `status`
   for resources with a status subresource (except nodes), applies the apiserver's defaults
   (pods start `Pending`). AlreadyExists, NotFound (namespace), Forbidden (namespace
@@ -71,7 +71,9 @@ Contract (every method is a coroutine unless marked; none of them blocks on I/O)
 - `with store.dry_run(): await store.create(...)` validates and returns the result without
   storing it (what `dryRun=All` does). Only wrap a single call: the flag is store-wide.
 
-`copy=True` (the default of every read and write) hands out private deep copies; `copy=False`
+Writes copy the object they are given unless `fresh=True` says it is the caller's to give
+away (the HTTP layer's decoded bodies). `copy=True` (the default of every read and write)
+hands out private deep copies; `copy=False`
 hands out the stored dicts, which the store never mutates after storing, so they are safe to
 read but must not be modified (the HTTP layer and hot-path controllers use it to skip copying).
 """
@@ -171,19 +173,24 @@ class Store(ObjectStorage):
         namespace: str | None = None,
         *,
         copy: bool = True,
+        fresh: bool = False,
     ) -> JsonObject:
+        """`fresh`: `obj` is the caller's to give away (a decoded request body), so the store
+        keeps it instead of a copy."""
         rt = self.resource(resource)
         if rt.key == EVENTS_V1_KEY:
             raise_violations(rt, name_hint(obj), event_v1_violations(obj))
-        stored = self._create(self._storage_type(rt), self._to_storage(rt, obj), namespace)
+        stored = self._create(
+            self._storage_type(rt), self._to_storage(rt, obj), namespace, fresh=fresh
+        )
         return self._served(rt, stored, copy=copy)
 
     def _create(  # noqa: PLR0912 - one step per apiserver admission rule
-        self, rt: ResourceType, body: JsonObject, namespace: str | None
+        self, rt: ResourceType, body: JsonObject, namespace: str | None, *, fresh: bool = False
     ) -> JsonObject:
         if not isinstance(body, dict):
             raise BadRequest(f"the body of a {rt.kind} must be an object")
-        obj = copy_json(body)
+        obj = body if fresh else copy_json(body)
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             meta = obj["metadata"] = {}
@@ -281,10 +288,12 @@ class Store(ObjectStorage):
         subresource: str | None = None,
         *,
         copy: bool = True,
+        fresh: bool = False,
     ) -> JsonObject:
+        """`fresh` as for `create`."""
         rt = self.resource(resource)
         stored = self._update(
-            self._storage_type(rt), self._to_storage(rt, obj), namespace, subresource
+            self._storage_type(rt), self._to_storage(rt, obj), namespace, subresource, fresh=fresh
         )
         return self._served(rt, stored, copy=copy)
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from localcloud.kube.errors import Gone
-from localcloud.kube.objects import JsonObject
+from localcloud.kube.objects import JsonObject, json_bytes
 from localcloud.kube.resources import ResourceType
 from localcloud.kube.selectors import FieldSelector, LabelSelector
 
@@ -54,9 +53,7 @@ class WatchEvent:
     def encoded(self) -> bytes:
         """The event as one JSON line, as the watch stream carries it (computed once)."""
         if self._line is None:
-            self._line = (
-                json.dumps({"type": self.type, "object": self.object}, separators=(",", ":")) + "\n"
-            ).encode()
+            self._line = json_bytes({"type": self.type, "object": self.object}) + b"\n"
         return self._line
 
 
