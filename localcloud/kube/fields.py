@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Final
 
@@ -96,20 +96,20 @@ def _needs_rewrite(value: Any, type_name: str) -> bool:
     """Whether `value` has a field its type does not declare or a time not written as the
     apiserver writes it (BadRequest for a time that is no time): what `_prune` and
     `_times_to_normalise` would find, without building a path per field."""
+    items: Iterable[Any]
     if type_name.startswith("list["):
-        if isinstance(value, list):
-            item_type = _item_type(type_name)
-            if item_type not in _LEAF_TYPES:
-                return any(_needs_rewrite(item, item_type) for item in value)
+        items = value if isinstance(value, list) else ()
+    elif type_name.startswith("dict("):
+        items = value.values() if isinstance(value, dict) else ()
+    else:
+        return isinstance(value, dict) and _model_needs_rewrite(value, type_name)
+    item_type = _item_type(type_name)
+    if item_type in _LEAF_TYPES:
         return False
-    if type_name.startswith("dict("):
-        if isinstance(value, dict):
-            item_type = _item_type(type_name)
-            if item_type not in _LEAF_TYPES:
-                return any(_needs_rewrite(item, item_type) for item in value.values())
-        return False
-    if not isinstance(value, dict):
-        return False
+    return any(_needs_rewrite(item, item_type) for item in items)
+
+
+def _model_needs_rewrite(value: JsonObject, type_name: str) -> bool:
     fields = _fields(type_name)
     for key, item in value.items():
         declared = fields.get(key)
@@ -205,6 +205,7 @@ def _walk_times(
             _walk_times(item, inner, key, check)
 
 
+@lru_cache(maxsize=4096)  # objects written together share their times
 def _normalised_time(text: str, field: str) -> str:
     try:
         moment = datetime.fromisoformat(text)
@@ -238,6 +239,7 @@ def _fields(type_name: str) -> _Fields:
 model_fields = _fields
 
 
+@cache
 def _model_name(group: str, version: str, kind: str) -> str | None:
     api_version = f"{group}/{version}" if group else version
     name: str | None = _table()["kinds"].get(f"{api_version}/{kind}")

@@ -25,7 +25,7 @@ from localcloud.kube.apply import (
     to_fields_v1,
 )
 from localcloud.kube.errors import BadRequest, Conflict
-from localcloud.kube.objects import Clock, JsonObject, copy_json, format_timestamp
+from localcloud.kube.objects import Clock, JsonObject, copy_json, format_timestamp, json_bytes
 from localcloud.kube.resources import ResourceType
 
 APPLY: Final = "Apply"
@@ -86,11 +86,30 @@ def _entry(
         "apiVersion": writer.api_version,
         "time": writer.time,
         "fieldsType": "FieldsV1",
-        "fieldsV1": to_fields_v1(paths) if tree is None else tree,
+        "fieldsV1": shared_tree(to_fields_v1(paths) if tree is None else tree),
     }
     if writer.subresource:
         entry["subresource"] = writer.subresource
     return entry
+
+
+# fieldsV1 trees already handed out, by their JSON: objects written alike own alike fields
+# (a thousand pods of one Deployment), so they share one tree instead of keeping ~10 dicts
+# each for the garbage collector to scan on every full collection. Sharing is safe because
+# stored objects are never edited in place and `copy=True` readers get deep copies.
+_SHARED_TREES: dict[bytes, JsonObject] = {}
+_SHARED_TREES_MAX: Final = 4096
+
+
+def shared_tree(tree: JsonObject) -> JsonObject:
+    """The one stored fieldsV1 tree equal to `tree` (`tree` itself the first time)."""
+    key = json_bytes(tree)
+    shared = _SHARED_TREES.get(key)
+    if shared is None:
+        if len(_SHARED_TREES) >= _SHARED_TREES_MAX:
+            _SHARED_TREES.clear()
+        shared = _SHARED_TREES[key] = tree
+    return shared
 
 
 def _rebuilt(
@@ -104,7 +123,7 @@ def _rebuilt(
         if ident not in touched:
             out.append(entry)
         elif paths:
-            out.append({**entry, "fieldsV1": to_fields_v1(paths)})
+            out.append({**entry, "fieldsV1": shared_tree(to_fields_v1(paths))})
     return out
 
 

@@ -69,4 +69,3 @@ def from_json(raw: bytes | str) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return json.loads(raw)
-

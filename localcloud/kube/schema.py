@@ -26,10 +26,11 @@ from __future__ import annotations
 import copy
 import enum
 import json
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, Final
 
 import celpy
 import jsonschema
@@ -133,11 +134,72 @@ def _json_schema(node: Any) -> Any:
     return out
 
 
-def _validator(schema: JsonObject) -> jsonschema.protocols.Validator:
-    body: JsonObject = _json_schema(schema)
-    # metadata is checked by the apiserver's ObjectMeta rules, not by the CRD's schema
-    body.get("properties", {}).pop("metadata", None)
-    return jsonschema.Draft202012Validator(body)
+# root keywords whose errors are the sum of their parts: with only these at the root, each
+# top-level field (spec, status) is checked on its own, and its errors are kept by value
+_SPLITTABLE_ROOT: Final = frozenset({"type", "required", "properties", "description", "title"})
+_CACHED_FIELDS_MAX: Final = 8192
+
+
+class _SchemaCheck:
+    """jsonschema over a whole custom object, each top-level field's errors remembered by
+    its value: a thousand NodeClaims with the same requirements are checked once, and a
+    status write does not check the unchanged spec again. The errors, their order and their
+    paths are those of one validator over the whole object."""
+
+    def __init__(self, schema: JsonObject) -> None:
+        body: JsonObject = _json_schema(schema)
+        # metadata is checked by the apiserver's ObjectMeta rules, not by the CRD's schema
+        body.get("properties", {}).pop("metadata", None)
+        self._whole = jsonschema.Draft202012Validator(body)
+        self._steps: list[jsonschema.protocols.Validator | dict[str, Any]] | None = None
+        if set(body) <= _SPLITTABLE_ROOT:
+            # keyword by keyword in the schema's order, as iter_errors goes
+            self._steps = [
+                {name: jsonschema.Draft202012Validator(sub) for name, sub in value.items()}
+                if keyword == "properties"
+                else jsonschema.Draft202012Validator({keyword: value})
+                for keyword, value in body.items()
+                if keyword not in ("description", "title")
+            ]
+        self._fields: dict[tuple[str, bytes], tuple[Violation, ...]] = {}
+
+    def violations(self, obj: JsonObject) -> list[Violation]:
+        if self._steps is None or not isinstance(obj, dict):
+            return [
+                Violation(_path(e.absolute_path), e.message) for e in self._whole.iter_errors(obj)
+            ]
+        found: list[Violation] = []
+        for step in self._steps:
+            if isinstance(step, dict):
+                for name, validator in step.items():
+                    if name in obj:
+                        found.extend(self._field_violations(name, validator, obj[name]))
+            else:
+                found.extend(
+                    Violation(_path(e.absolute_path), e.message) for e in step.iter_errors(obj)
+                )
+        return found
+
+    def _field_violations(
+        self, name: str, validator: jsonschema.protocols.Validator, value: Any
+    ) -> tuple[Violation, ...]:
+        # pickle, not JSON: its bytes tell 1 from True and NaN from null, so equal bytes are
+        # an equal value; a value pickle refuses is checked every time
+        try:
+            key = (name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        except (pickle.PicklingError, TypeError, AttributeError):
+            key = None
+        if key is not None and (known := self._fields.get(key)) is not None:
+            return known
+        violations = tuple(
+            Violation(_path((name, *e.absolute_path)), e.message)
+            for e in validator.iter_errors(value)
+        )
+        if key is not None:
+            if len(self._fields) >= _CACHED_FIELDS_MAX:
+                self._fields.clear()
+            self._fields[key] = violations
+        return violations
 
 
 @cache
@@ -179,10 +241,7 @@ def validate(
     """Every reason the apiserver would refuse `obj` (already pruned and defaulted)."""
     if not schema:
         return []
-    found = [
-        Violation(_path(error.absolute_path), error.message)
-        for error in _cached_validator(id(schema), schema).iter_errors(obj)
-    ]
+    found = _cached_check(id(schema), schema).violations(obj)
     if found:
         return found  # CEL rules assume a structurally valid object
     for path, validation, value, old_value in _rules(schema, obj, old, ""):
@@ -229,13 +288,13 @@ def _outcome(rule: str, value_json: str, old_json: str | None) -> _Outcome | str
     return _Outcome.FAILS
 
 
-_VALIDATORS: dict[int, tuple[JsonObject, jsonschema.protocols.Validator]] = {}
+_CHECKS: dict[int, tuple[JsonObject, _SchemaCheck]] = {}
 
 
-def _cached_validator(key: int, schema: JsonObject) -> jsonschema.protocols.Validator:
-    cached = _VALIDATORS.get(key)
+def _cached_check(key: int, schema: JsonObject) -> _SchemaCheck:
+    cached = _CHECKS.get(key)
     if cached is None or cached[0] is not schema:
-        cached = _VALIDATORS[key] = (schema, _validator(schema))
+        cached = _CHECKS[key] = (schema, _SchemaCheck(schema))
     return cached[1]
 
 
