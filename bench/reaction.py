@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -113,6 +114,21 @@ def rss_megabytes(pid: int, field: str = "VmRSS") -> float:
         if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stack_cpu_seconds(stack: Stack) -> str:
+    """Each stack process's CPU seconds so far: on a shared machine wall time alone misleads."""
+    return ", ".join(
+        f"{process.name} {cpu_seconds(process.process.pid):.1f} s"
+        for process in stack.processes
+        if process.process.returncode is None
+    )
 
 
 @dataclass
@@ -306,6 +322,7 @@ async def rss(keep_logs: Path, pods: int, instance_type: str, cpu: str) -> None:
     pid = stack.scheduler.process.pid
     try:
         print(f"scheduler RSS at start: {rss_megabytes(pid):.0f} MB")
+        print(f"CPU seconds at start: {stack_cpu_seconds(stack)}", flush=True)
         await kube.apply(deployment("big", cpu, "128Mi"))
         run = Round(pods)
         run.scaled = time.monotonic()
@@ -341,9 +358,11 @@ async def rss(keep_logs: Path, pods: int, instance_type: str, cpu: str) -> None:
             f"peak {peak:.0f} MB (VmHWM) (target <= 300 MB)",
             flush=True,
         )
+        print(f"CPU seconds so far: {stack_cpu_seconds(stack)}", flush=True)
         # A restarted (or newly elected) scheduler lists the whole cluster at once: the LIST
         # answers are its transient peak. It prints `ready` once every resource is mirrored.
         await stack.scheduler.stop()
+        stack.scheduler.log_path.rename(work_dir / "scheduler-ramp.log")  # keep the ramp's log
         restarted = time.monotonic()
         await start_scheduler(stack)
         pid = stack.scheduler.process.pid
