@@ -100,6 +100,47 @@ def fits_count(request: Sequence[int], room: Sequence[int]) -> int:
     return max(most, 0)
 
 
+def cost_lower_bound(
+    shapes: Sequence[tuple[int, ...]], counts: Sequence[int], options: Sequence[NodeOption]
+) -> float:
+    """A price no packing of ``counts[s]`` pods of each shape onto ``options`` goes below, found
+    without the solver (so a group whose greedy claims already cost this needs no program, and
+    no numpy or HiGHS loaded). Each is a relaxation of the program: the nodes must together
+    hold every pod's request of each resource (at best at the type cheapest per unit of it); a
+    node of type t holds at most ``fits_count`` pods of one shape; and when one type holds
+    every shape, those counts round up to whole nodes. 0.0 when some pod fits no option."""
+    holding = [o for o in options if any(fits_count(shape, o.allocatable) for shape in shapes)]
+    wanted = [(shape, n) for shape, n in zip(shapes, counts, strict=True) if n > 0]
+    if not holding or any(
+        not any(fits_count(s, o.allocatable) for o in holding) for s, _ in wanted
+    ):
+        return 0.0
+    totals = [sum(n * shape[d] for shape, n in wanted) for d in range(len(shapes[0]))]
+    bound = 0.0
+    for d, total in enumerate(totals):
+        if total > 0:
+            per_unit = min(
+                o.price_per_hour / o.allocatable[d] for o in holding if o.allocatable[d] > 0
+            )
+            bound = max(bound, total * per_unit)
+    if len(wanted) == 1:
+        shape, n = wanted[0]
+        per_pod = min(
+            o.price_per_hour / fits_count(shape, o.allocatable)
+            for o in holding
+            if fits_count(shape, o.allocatable)
+        )
+        bound = max(bound, n * per_pod)
+    if len(holding) == 1:
+        only = holding[0]
+        nodes = max(
+            [-(-total // only.allocatable[d]) for d, total in enumerate(totals) if total > 0]
+            + [-(-n // fits_count(shape, only.allocatable)) for shape, n in wanted]
+        )
+        bound = max(bound, nodes * only.price_per_hour)
+    return bound
+
+
 def _useful_options(shapes: Sequence[tuple[int, ...]], options: Sequence[NodeOption]) -> list[int]:
     """Options that hold some shape and that no other option dominates (as much room for
     everything, no dearer): an optimal packing never needs a dominated one. Cheapest first, so
@@ -399,4 +440,11 @@ def cheapest_packing(
     return min(found, key=lambda nodes: packing_cost(nodes, options)) if found else []
 
 
-__all__ = ["NodeOption", "PackedNode", "PackingSettings", "cheapest_packing", "packing_cost"]
+__all__ = [
+    "NodeOption",
+    "PackedNode",
+    "PackingSettings",
+    "cheapest_packing",
+    "cost_lower_bound",
+    "packing_cost",
+]

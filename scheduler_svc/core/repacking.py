@@ -30,6 +30,7 @@ from scheduler_svc.core.integer_packing import (
     PackedNode,
     PackingSettings,
     cheapest_packing,
+    cost_lower_bound,
     packing_cost,
 )
 from scheduler_svc.core.model import SchedulingInput, UnschedulablePod
@@ -287,6 +288,9 @@ class Repacking(Packing):
         shapes = list(pods_by_request)
         bits, prices, positions, options = self._node_options(pool, requirements)
         counts = [len(pods_by_request[shape]) for shape in shapes]
+        greedy = sum(self._offerings(b)[0].price_per_hour for b in bins)
+        if cost_lower_bound(shapes, counts, options) >= greedy - _SAVING_EPSILON:
+            return  # no packing is cheaper: skip the programs (and loading numpy and HiGHS)
         priced = 0
         for p in positions:
             priced |= 1 << p
@@ -305,7 +309,6 @@ class Repacking(Packing):
         if not found:
             return
         packed = min(found, key=lambda nodes: packing_cost(nodes, options))
-        greedy = sum(self._offerings(b)[0].price_per_hour for b in bins)
         if packing_cost(packed, options) >= greedy - _SAVING_EPSILON:
             return
         if not self._within_limits(pool, bins, [positions[node.option] for node in packed]):
