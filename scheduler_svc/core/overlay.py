@@ -11,7 +11,11 @@ Semantics kept from Karpenter (``karpenter.sh/v1alpha1`` NodeOverlay):
   ephemeral-storage);
 - overlays are ordered by weight, higher first, equal weights by name in reverse alphabetical
   order (Karpenter's ``OrderByWeight``); for an offering's price the first matching overlay that
-  sets one wins (overlays do not stack), for each extended resource the first overlay naming it.
+  sets one wins (overlays do not stack), for each extended resource the first overlay naming it;
+- two overlays of the same weight conflict when they set one offering to different prices, or
+  one instance type's extended resource to different amounts: the one that comes later in that
+  order is left out whole (``overlay_conflicts``; Karpenter's validation controller marks it
+  ``ValidationSucceeded=False``, reason ``Conflict``, and applies none of it).
 """
 
 from __future__ import annotations
@@ -194,12 +198,93 @@ def apply_effect(instance_type: InstanceType, effect: OverlayEffect) -> Instance
     )
 
 
+def _price_key(overlay: NodeOverlay) -> tuple[float | None, PriceAdjustment | None]:
+    return (overlay.price, overlay.price_adjustment)
+
+
+def _conflict(
+    overlay: NodeOverlay, kept: Sequence[NodeOverlay], instance_type: InstanceType
+) -> str | None:
+    """How ``overlay`` conflicts on ``instance_type`` with an overlay of its weight already
+    kept (None: it does not)."""
+    rivals = [k for k in kept if k.weight == overlay.weight]
+    if not rivals:
+        return None
+    offerings = instance_type.offerings
+    selected: list[Mapping[str, str]] = [_offering_labels(instance_type, o) for o in offerings]
+    selected = selected or [instance_type.labels]
+    if not any(overlay.matches(labels) for labels in selected):
+        return None
+    amounts = dict(overlay.capacity)
+    for rival in rivals:
+        for offering, labels in zip(offerings, selected, strict=False):
+            if (
+                overlay.sets_price()
+                and rival.sets_price()
+                and _price_key(overlay) != _price_key(rival)
+                and overlay.matches(labels)
+                and rival.matches(labels)
+            ):
+                return (
+                    f"conflicts with NodeOverlay {rival.name} (weight {rival.weight}): "
+                    f"{overlay.describe_price()} against {rival.describe_price()} for "
+                    f"{instance_type.name} {offering.capacity_type} in {offering.zone}"
+                )
+        differing = sorted(
+            resource
+            for resource, amount in rival.capacity
+            if resource in amounts and amounts[resource] != amount
+        )
+        if differing and any(rival.matches(labels) for labels in selected):
+            return (
+                f"conflicts with NodeOverlay {rival.name} (weight {rival.weight}): "
+                f"{differing[0]} {amounts[differing[0]]} against "
+                f"{dict(rival.capacity)[differing[0]]} on {instance_type.name}"
+            )
+    return None
+
+
+def overlay_conflicts(
+    instance_types: Sequence[InstanceType], overlays: Iterable[NodeOverlay]
+) -> dict[str, str]:
+    """Per overlay left out, why: it sets a price or an extended resource that an overlay of
+    the same weight before it (``by_precedence``) sets differently on a type both select."""
+    ordered = by_precedence(overlays)
+    weights = [o.weight for o in ordered]
+    if len(set(weights)) == len(weights):
+        return {}  # no two of one weight: nothing can conflict
+    kept: list[NodeOverlay] = []
+    conflicts: dict[str, str] = {}
+    for overlay in ordered:
+        reason = None
+        if weights.count(overlay.weight) > 1:
+            reason = next(
+                (r for t in instance_types if (r := _conflict(overlay, kept, t)) is not None),
+                None,
+            )
+        if reason is None:
+            kept.append(overlay)
+        else:
+            conflicts[overlay.name] = reason
+    return conflicts
+
+
+def effective_overlays(
+    instance_types: Sequence[InstanceType], overlays: Iterable[NodeOverlay]
+) -> tuple[NodeOverlay, ...]:
+    """``overlays`` by precedence, those in conflict left out (``overlay_conflicts``)."""
+    ordered = by_precedence(overlays)
+    conflicts = overlay_conflicts(instance_types, ordered)
+    return tuple(o for o in ordered if o.name not in conflicts)
+
+
 def apply_overlays(
     instance_types: Sequence[InstanceType], overlays: Iterable[NodeOverlay]
 ) -> tuple[InstanceType, ...]:
-    """The catalog as the solver should see it: every overlay applied (the same tuple back
-    when there are none, so catalog indexes keyed on it stay cached)."""
-    ordered = by_precedence(overlays)
+    """The catalog as the solver should see it: every overlay applied, those in conflict left
+    out (the same tuple back when there are none, so catalog indexes keyed on it stay
+    cached)."""
+    ordered = effective_overlays(instance_types, overlays)
     if not ordered:
         return tuple(instance_types)
     return tuple(apply_effect(t, overlay_effect(t, ordered)) for t in instance_types)
@@ -209,6 +294,6 @@ def overlay_effects(
     instance_types: Sequence[InstanceType], overlays: Iterable[NodeOverlay]
 ) -> dict[str, OverlayEffect]:
     """Per instance type name, what the overlays changed (types left alone are absent)."""
-    ordered = by_precedence(overlays)
+    ordered = effective_overlays(instance_types, overlays)
     effects = (overlay_effect(t, ordered) for t in instance_types) if ordered else ()
     return {e.instance_type: e for e in effects if e.prices or e.capacity}

@@ -12,6 +12,7 @@ from scheduler_svc.core.overlay import (
     PriceAdjustment,
     apply_overlays,
     by_precedence,
+    overlay_conflicts,
     overlay_effects,
 )
 
@@ -136,3 +137,41 @@ def test_a_pod_needing_an_overlay_resource_is_schedulable_only_with_it() -> None
     overlay = NodeOverlay("fuse", (M5,), capacity=(("smarter-devices/fuse", 1),))
     result = run([fuse_pod], apply_overlays(catalog(), [overlay]))
     assert [c.instance_type for c in result.new_claims] == ["m5.large"]
+
+
+C5 = Requirement(FAMILY, Operator.IN, ("c5",))
+
+
+def test_equal_weights_pricing_one_offering_differently_conflict_and_one_is_left_out() -> None:
+    """Karpenter's conflict: same weight, one offering, two prices. The overlay first in
+    precedence (the later name) applies; the other is left out whole, also on the types only
+    it selects (c5 keeps its catalog price)."""
+    first = NodeOverlay("zz-savings", (M5,), price_adjustment=PriceAdjustment.parse("-30%"))
+    loser = NodeOverlay("aa-flat", (), price=0.05)  # every type: m5 (conflict) and c5
+    conflicts = overlay_conflicts(catalog(), [first, loser])
+    assert list(conflicts) == ["aa-flat"]
+    assert "NodeOverlay zz-savings (weight 0)" in conflicts["aa-flat"]
+    assert "price 0.05 against priceAdjustment -30%" in conflicts["aa-flat"]
+    types = apply_overlays(catalog(), [first, loser])
+    assert prices(types, "m5.large") == {("on-demand", 0.0672), ("spot", 0.028)}
+    assert prices(types, "c5.large") == {("on-demand", 0.085)}
+
+
+def test_no_conflict_across_weights_disjoint_types_or_equal_values() -> None:
+    heavy = NodeOverlay("heavy", (M5,), price=0.2, weight=5)
+    light = NodeOverlay("light", (M5,), price=0.1, weight=1)
+    m5 = NodeOverlay("m5", (M5,), price=0.2, weight=1)
+    c5 = NodeOverlay("c5", (C5,), price=0.3, weight=1)
+    same = NodeOverlay("same", (M5,), price=0.2, weight=5)
+    assert overlay_conflicts(catalog(), [heavy, light]) == {}
+    assert overlay_conflicts(catalog(), [m5, c5]) == {}
+    assert overlay_conflicts(catalog(), [heavy, same]) == {}
+
+
+def test_extended_resources_of_different_amounts_conflict_at_equal_weight() -> None:
+    one = NodeOverlay("one", (M5,), capacity=(("smarter-devices/fuse", 1),))
+    two = NodeOverlay("two", (), capacity=(("smarter-devices/fuse", 2),))
+    other = NodeOverlay("other", (M5,), capacity=(("example.com/dongle", 1),))
+    conflicts = overlay_conflicts(catalog(), [one, two, other])
+    assert list(conflicts) == ["one"]  # "two" comes first (later name)
+    assert "smarter-devices/fuse 1 against 2 on m5.large" in conflicts["one"]
