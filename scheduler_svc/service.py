@@ -46,6 +46,10 @@ from scheduler_svc.lifecycle.interruption import InterruptionController, Interru
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.nodeclass import NodeClassStatusController, NodeClassStatusSettings
 from scheduler_svc.provisioning.batcher import Batcher
+from scheduler_svc.provisioning.capacity_status import (
+    CapacityStatusController,
+    CapacityStatusSettings,
+)
 from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
 from scheduler_svc.provisioning.creator import NodeClaimCreator
 from scheduler_svc.provisioning.launch import ClaimLauncher
@@ -80,6 +84,7 @@ class ServiceOptions:
     replacement: ReplacementSettings = field(default_factory=ReplacementSettings)
     capacity_blocks: CapacityBlockSettings = field(default_factory=CapacityBlockSettings)
     nodeclass: NodeClassStatusSettings = field(default_factory=NodeClassStatusSettings)
+    capacity_status: CapacityStatusSettings = field(default_factory=CapacityStatusSettings)
     static_capacity: StaticCapacitySettings = field(default_factory=StaticCapacitySettings)
     watch: WatchSettings | None = None
     # How long a new leader waits for the actuator's health to say SERVING before its first
@@ -112,6 +117,7 @@ class SchedulerService:
         self.disruption: DisruptionController | None = None
         self.replacement: ReplacementController | None = None
         self.nodeclass_status: NodeClassStatusController | None = None
+        self.capacity_status: CapacityStatusController | None = None
         self.static_capacity: StaticCapacityController | None = None
         self.elector: LeaderElector | None = None
         self.health_port = 0
@@ -155,6 +161,8 @@ class SchedulerService:
             self.replacement.on_change(change)
         if self.nodeclass_status is not None:
             self.nodeclass_status.on_change(change)
+        if self.capacity_status is not None:
+            self.capacity_status.on_change(change)
         if self.static_capacity is not None:
             self.static_capacity.on_change(change)
 
@@ -254,6 +262,14 @@ class SchedulerService:
         # Pods the provisioner plans onto nodes, on the disruption clock: a node whose pods the
         # default-scheduler has not bound yet is not disrupted (the nomination window).
         nominations = Nominations(self.options.disruption_clock)
+        mirror = self.mirror
+        # CapacityBuffer and NodeOverlay statuses; the provisioner reports each round's room.
+        self.capacity_status = CapacityStatusController(
+            mirror=mirror,
+            writer=writer,
+            instance_types=lambda: catalog_instance_types(mirror, catalog),
+            settings=self.options.capacity_status,
+        )
         self.provisioner = Provisioner(
             mirror=self.mirror,
             writer=writer,
@@ -271,6 +287,7 @@ class SchedulerService:
             nominations=nominations,
             wall_clock=self.options.wall_clock,
             min_values_policy=MinValuesPolicy(settings.min_values_policy),
+            on_headroom=self.capacity_status.report,
         )
         self.lifecycle = LifecycleController(
             mirror=self.mirror,
@@ -290,7 +307,6 @@ class SchedulerService:
             metrics=self.metrics,
             settings=self.options.interruption,
         )
-        mirror = self.mirror
         self.capacity_blocks = CapacityBlockController(
             mirror=mirror,
             writer=writer,
@@ -410,6 +426,7 @@ class SchedulerService:
             "disruption": self.disruption,
             "replacement": self.replacement,
             "nodeclass_status": self.nodeclass_status,
+            "capacity_status": self.capacity_status,
             "static_capacity": self.static_capacity,
         }
         return [(name, each.run()) for name, each in controllers.items() if each is not None]

@@ -73,7 +73,12 @@ from scheduler_svc.nodeclass.readiness import first_unresolved
 from scheduler_svc.provisioning.batcher import Batcher, BatchWindow
 from scheduler_svc.provisioning.catalog import CatalogKey, InstanceTypeCatalog
 from scheduler_svc.provisioning.creator import NodeClaimCreator
-from scheduler_svc.provisioning.headroom import headroom_pods, is_headroom
+from scheduler_svc.provisioning.headroom import (
+    BufferReport,
+    buffer_reports,
+    headroom_pods,
+    is_headroom,
+)
 from scheduler_svc.provisioning.launch import LaunchOutcome, LaunchResult
 from scheduler_svc.provisioning.pod_events import PodEvents
 from scheduler_svc.provisioning.pool_validation import PoolValidator, ValidPool
@@ -128,8 +133,11 @@ class Provisioner:
         nominations: Nominations | None = None,
         wall_clock: Callable[[], datetime] = utc_now,
         min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT,
+        on_headroom: Callable[[tuple[BufferReport, ...]], None] = lambda _: None,
     ) -> None:
         self._mirror = mirror
+        # What each round made of the CapacityBuffers (their status controller listens).
+        self._on_headroom = on_headroom
         # Karpenter's --min-values-policy: BestEffort lowers a NodePool's minValues the
         # catalog cannot meet instead of leaving the pods pending.
         self._min_values_policy = min_values_policy
@@ -282,19 +290,17 @@ class Provisioner:
         the real pending pods, and only claims holding nothing but virtual pods are launched,
         so room never takes a real pod's place."""
         snapshot = self._snapshotter.snapshot(pod_filter=is_provisionable_pod)
-        pending = headroom_pods(snapshot, pools, self._metrics)
+        pending, reports = headroom_pods(snapshot, pools, self._metrics)
         if not pending:
+            self._on_headroom(reports)
             return
         ahead = dataclasses.replace(snapshot, pending_pods=(*snapshot.pending_pods, *pending))
         plans, _, unschedulable = await self._solve(ahead, pools, result)
-        unplaced: dict[str, int] = {}
-        for key in unschedulable:
-            if is_headroom(key):
-                name = key.split("/", 1)[1].rsplit("-", 1)[0]
-                unplaced[name] = unplaced.get(name, 0) + 1
-        for buffer in snapshot.buffers:
-            self._metrics.headroom_unplaced_pods.labels(capacitybuffer=buffer.name).set(
-                unplaced.get(buffer.name, 0)
+        reports = buffer_reports(reports, unschedulable)
+        self._on_headroom(reports)
+        for report in reports:
+            self._metrics.headroom_unplaced_pods.labels(capacitybuffer=report.buffer.name).set(
+                report.unplaced
             )
         room = [p for p in plans if p.pods and all(is_headroom(k) for k in p.pods)]
         result.headroom_pods = len(pending)

@@ -88,7 +88,8 @@ def test_every_cel_rule_compiles(kind: str) -> None:
 
 def test_printer_columns() -> None:
     """`kubectl get` shows type/zone/capacity/node/ready/age for NodeClaims, class/nodes/ready/age
-    for NodePools, ready/age for EC2NodeClasses."""
+    for NodePools, ready/age for EC2NodeClasses and NodeOverlays, the resolved room and its
+    conditions for CapacityBuffers."""
 
     def columns(kind: str) -> list[str]:
         (version,) = load_crd(kind)["spec"]["versions"]
@@ -97,8 +98,9 @@ def test_printer_columns() -> None:
     assert columns("NodeClaim") == ["Type", "Capacity", "Zone", "Node", "Ready", "Age"]
     assert columns("NodePool") == ["NodeClass", "Nodes", "Ready", "Age"]
     assert columns("EC2NodeClass") == ["Ready", "Age"]
-    assert columns("NodeOverlay") == ["Weight", "Price", "Adjustment", "Age"]
-    assert columns("CapacityBuffer") == ["NodePool", "Replicas", "Percentage", "Age"]
+    assert columns("NodeOverlay") == ["Weight", "Price", "Adjustment", "Ready", "Age"]
+    # As upstream's CapacityBuffer: the replicas resolved (status) and the conditions.
+    assert columns("CapacityBuffer") == ["NodePool", "Replicas", "Ready", "Provisioning", "Age"]
 
 
 def test_nodepool_defaults() -> None:

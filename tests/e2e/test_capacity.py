@@ -271,7 +271,55 @@ async def test_headroom_is_provisioned_taken_first_by_real_pods_and_provisioned_
     )
     assert wanted == 2
 
+    # The status, written by the scheduler through the subresource, as kubectl shows it.
+    async def buffer_status_provisioned() -> bool:
+        (buffer,) = await stack.objects("capacitybuffers")
+        found = conditions(buffer)
+        status = buffer.get("status", {})
+        return (
+            status.get("replicas") == 2
+            and found.get("ReadyForProvisioning") == "True"
+            and found.get("Provisioning") == "True"
+        )
+
+    await until(buffer_status_provisioned, timeout_seconds=30)
+    table = await kubectl(stack, "get", "capacitybuffers")
+    header, row = table.splitlines()
+    assert header.split() == ["NAME", "NODEPOOL", "REPLICAS", "READY", "PROVISIONING", "AGE"]
+    assert row.split()[:5] == ["burst", "default", "2", "True", "True"]
+
 
 async def _nodes_ready(stack: Stack, expected: int) -> bool:
     nodes = await stack.objects("nodes")
     return sum(1 for n in nodes if conditions(n).get("Ready") == "True") >= expected
+
+
+async def test_nodeoverlay_status_ready_or_in_conflict_as_kubectl_shows_it(stack: Stack) -> None:
+    """Two overlays of one weight pricing m5 differently: the later name applies and is Ready;
+    the other is Ready False with reason Conflict (Karpenter's ValidationSucceeded) and is
+    left out of the catalog; kubectl shows READY and, with -o wide, the reason."""
+    await stack.apply_pool(requirements=ON_DEMAND_SMALL)
+    await stack.store.create("nodeoverlays", overlay("aa-flat", price="0.05", weight=10))
+    await stack.store.create(
+        "nodeoverlays", overlay("zz-savings", priceAdjustment="-30%", weight=10)
+    )
+    await stack.start_scheduler()
+
+    async def ready_states() -> dict[str, str]:
+        return {
+            o["metadata"]["name"]: conditions(o).get("Ready", "")
+            for o in await stack.objects("nodeoverlays")
+        }
+
+    async def statuses_written() -> bool:
+        return await ready_states() == {"aa-flat": "False", "zz-savings": "True"}
+
+    await until(statuses_written, timeout_seconds=30)
+    rows = {
+        line.split()[0]: line.split()
+        for line in (await kubectl(stack, "get", "nodeoverlays", "-o", "wide")).splitlines()
+    }
+    assert rows["NAME"][:6] == ["NAME", "WEIGHT", "PRICE", "ADJUSTMENT", "READY", "AGE"]
+    assert rows["aa-flat"][1:3] == ["10", "0.05"]
+    assert {"False", "Conflict", "NodeOverlay", "zz-savings"} <= set(rows["aa-flat"])
+    assert {"True", "ValidationSucceeded"} <= set(rows["zz-savings"])
