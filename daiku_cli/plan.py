@@ -39,6 +39,14 @@ from actuator_svc.core.allocatable import NodeResources, allocatable_from_capaci
 from daiku_cli import exit_codes
 from daiku_cli.headroom_plan import headroom_lines, plan_headroom
 from daiku_cli.main import DaikuCommand, app
+from daiku_cli.root_volume_plan import (
+    RootVolumes,
+    explain_root_volume,
+    read_root_volumes,
+    root_volume_entry,
+    with_cap_ephemeral_storage,
+    with_cap_reasons,
+)
 from daiku_cli.static_plan import plan_static, with_static_claims
 from scheduler_svc.core import (
     InstanceType,
@@ -157,6 +165,8 @@ class Manifests:
     sources: dict[tuple[str, str], str] = field(default_factory=dict)
     # What the EC2NodeClasses' status.capacityReservations list (kubectl get -o yaml shows it).
     reservations: list[CapacityReservation] = field(default_factory=list)
+    # The EC2NodeClasses by name (their launch settings: a growing root volume).
+    node_classes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def source_of(self, kind: str, name: str | None) -> str:
         return self.sources.get((kind, name or ""), "input")
@@ -261,6 +271,7 @@ def _read_unmirrored(out: Manifests, obj: dict[str, Any], source: str, where: st
         )
     elif kind == "EC2NodeClass":  # launch settings; its reserved capacity is offered
         out.reservations += _reservations(obj, where)
+        out.node_classes[obj["metadata"]["name"]] = obj
     else:
         raise PlanInputError(
             f"{where}: field kind: unknown kind {kind!r} (expected one of {KNOWN_KINDS})"
@@ -535,8 +546,11 @@ def load_catalog(path: str | None) -> list[InstanceType]:
 # Output
 
 
-def plan_document(result: SchedulingResult, solve_seconds: float) -> dict[str, Any]:
+def plan_document(
+    result: SchedulingResult, solve_seconds: float, root_volumes: RootVolumes | None = None
+) -> dict[str, Any]:
     """The plan in the JSON/YAML shape (camelCase keys, as Kubernetes does)."""
+    volumes = root_volumes or RootVolumes()
     return {
         "nodeClaims": [
             {
@@ -552,6 +566,7 @@ def plan_document(result: SchedulingResult, solve_seconds: float) -> dict[str, A
                 "price": claim.price_per_hour,
                 "offeringCount": len(claim.offerings),
                 "pods": list(claim.pods),
+                **root_volume_entry(claim, volumes),
                 **(
                     {
                         "minValuesRelaxed": [
@@ -611,6 +626,11 @@ def _table(document: dict[str, Any]) -> str:
         for number, claim in enumerate(claims, start=1)
         for r in claim.get("minValuesRelaxed", ())
     )
+    lines.extend(
+        f"  NodeClaim {number}: root volume {claim['rootVolumeSize']}"
+        for number, claim in enumerate(claims, start=1)
+        if "rootVolumeSize" in claim
+    )
     placements = document["existingNodePlacements"]
     if placements:
         lines.append(f"Pods placed on existing nodes: {sum(len(p['pods']) for p in placements)}")
@@ -648,13 +668,23 @@ class PlanInput:
     overlays: tuple[NodeOverlay, ...]
     buffers: tuple[CapacityBuffer, ...] = ()
     room: Mapping[str, int] = field(default_factory=dict)
+    root_volumes: RootVolumes = field(default_factory=RootVolumes)
 
 
 def read_plan_input(files: list[str], catalog: str | None) -> PlanInput:
     """`build_input` with the catalog before overlays, the overlays and the reservations' room."""
     manifests = read_manifests(files)
     pending, snapshot = _problem(manifests)
-    base = tuple(load_catalog(catalog))
+    try:
+        volumes = read_root_volumes(
+            manifests.node_classes, list(manifests.objects.get(NODE_POOLS, {}).values())
+        )
+    except InvalidObjectError as error:
+        raise PlanInputError(
+            f"{manifests.source_of('EC2NodeClass', error.name)}: {error}"
+        ) from None
+    # A growing root volume is packed at its cap, as the live scheduler's catalog is.
+    base = with_cap_ephemeral_storage(load_catalog(catalog), volumes)
     reservations = manifests.reservations
     # Free instances per reservation, less what the input's nodes and NodeClaims hold there.
     room = reservation_room(reservations, snapshot.nodes)
@@ -670,7 +700,7 @@ def read_plan_input(files: list[str], catalog: str | None) -> PlanInput:
         daemonsets=snapshot.daemonsets,
         namespaces=snapshot.namespaces,
     )
-    return PlanInput(problem, base, snapshot.overlays, snapshot.buffers, room)
+    return PlanInput(problem, base, snapshot.overlays, snapshot.buffers, room, volumes)
 
 
 def _explain(planned: PlanInput, result: SchedulingResult, pod: str) -> str:
@@ -703,6 +733,7 @@ def _explain(planned: PlanInput, result: SchedulingResult, pod: str) -> str:
         *explanation.lines,
     ]
     claim = next((c for c in result.new_claims if key in c.pods), None)
+    lines += explain_root_volume(claim, planned.root_volumes)
     if planned.overlays and claim is not None:
         from daiku_cli.overlays import explain_overlays
 
@@ -827,12 +858,13 @@ def _plan(
             result, new_claims=assign_reservations(result.new_claims, planned.room)
         )
     solve_seconds = time.perf_counter() - started
+    result = with_cap_reasons(result, problem, planned.root_volumes)
     for note in static.notes:
         typer.echo(f"note: {note}", err=True)
     if explain is not None:
         typer.echo(_explain(planned, result, explain))
     else:
-        document = plan_document(result, solve_seconds)
+        document = plan_document(result, solve_seconds, planned.root_volumes)
         if headroom:
             document["headroom"] = headroom
         typer.echo(_RENDER[output](document))

@@ -64,6 +64,9 @@ class BlockDeviceMapping:
     kms_key_id: str = ""
     delete_on_termination: bool = True
     snapshot_id: str = ""
+    # ebs.maxVolumeSize (daiku's; Karpenter has none): the root volume may grow to this to
+    # hold its pods' ephemeral-storage (core.root_volume). 0: it stays volume_size_bytes.
+    max_volume_size_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,23 @@ class NodeClassSpec:
         mappings = self.block_device_mappings
         root = next((m for m in mappings if m.root_volume), mappings[0] if mappings else None)
         return root.volume_size_bytes if root is not None else 0
+
+    @property
+    def root_volume_max_size_bytes(self) -> int:
+        """How far the root volume may grow for its pods (0: it does not grow). Only a mapping
+        marked ``rootVolume`` grows (the CRD refuses the cap elsewhere)."""
+        root = next((m for m in self.block_device_mappings if m.root_volume), None)
+        return root.max_volume_size_bytes if root is not None else 0
+
+    def with_root_volume_size(self, size_bytes: int) -> NodeClassSpec:
+        """These settings with the growing root volume at ``size_bytes``."""
+        mappings = tuple(
+            dataclasses.replace(m, volume_size_bytes=size_bytes)
+            if m.root_volume and m.max_volume_size_bytes
+            else m
+            for m in self.block_device_mappings
+        )
+        return dataclasses.replace(self, block_device_mappings=mappings)
 
     def pinned(
         self,

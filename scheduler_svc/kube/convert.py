@@ -815,7 +815,22 @@ def _block_device_mapping(reader: _Reader, mapping: dict[str, Any], at: str) -> 
         kms_key_id=reader.text(ebs.get("kmsKeyID"), f"{at}.ebs.kmsKeyID", default=""),
         delete_on_termination=bool(ebs.get("deleteOnTermination", True)),
         snapshot_id=reader.text(ebs.get("snapshotID"), f"{at}.ebs.snapshotID", default=""),
+        max_volume_size_bytes=_max_volume_size(reader, ebs, size.get("storage", 0), at),
     )
+
+
+def _max_volume_size(reader: _Reader, ebs: dict[str, Any], size_bytes: int, at: str) -> int:
+    """ebs.maxVolumeSize in bytes (0: unset); refused below volumeSize (the CRD cannot compare
+    two quantities, so the converter does, for the live scheduler and `daiku plan` alike)."""
+    if "maxVolumeSize" not in ebs:
+        return 0
+    field = f"{at}.ebs.maxVolumeSize"
+    cap = reader.resources({"storage": ebs["maxVolumeSize"]}, field).get("storage", 0)
+    if cap < size_bytes:
+        raise reader.error(
+            field, f"{ebs['maxVolumeSize']} is below volumeSize {ebs.get('volumeSize')}"
+        )
+    return cap
 
 
 def kubelet_from_k8s(obj: KubeObject) -> KubeletSpec | None:

@@ -42,8 +42,14 @@ class InstanceTypeSource(Protocol):
 
 
 def catalog_key(node_class: KubeObject) -> CatalogKey:
-    """What the catalog of `node_class` depends on. Raises InvalidObjectError."""
-    return (kubelet_from_k8s(node_class), node_class_from_k8s(node_class).root_volume_size_bytes)
+    """What the catalog of `node_class` depends on. Raises InvalidObjectError. A root volume
+    that grows (`ebs.maxVolumeSize`) is priced at its cap: the solver packs against it, and each
+    claim launches with the volume its pods need (`core.root_volume`)."""
+    spec = node_class_from_k8s(node_class)
+    return (
+        kubelet_from_k8s(node_class),
+        spec.root_volume_max_size_bytes or spec.root_volume_size_bytes,
+    )
 
 
 class InstanceTypeCatalog:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
@@ -39,6 +40,11 @@ from scheduler_svc.core.requirements import (
     LABEL_ZONE_ID,
 )
 from scheduler_svc.core.reservations import LABEL_RESERVATION_ID, LABEL_RESERVATION_TYPE
+from scheduler_svc.core.root_volume import (
+    GIB,
+    ephemeral_allocatable_bytes,
+    nodefs_eviction_percent,
+)
 from scheduler_svc.core.taints import Taint, TaintEffect
 from scheduler_svc.errors import (
     ActuatorError,
@@ -62,6 +68,7 @@ from scheduler_svc.provisioning.nodeclaim_template import (
     launch_request_of,
     resource_list,
 )
+from scheduler_svc.provisioning.root_volume import launch_root_volume_bytes
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.state.cluster import ClusterMirror
 
@@ -69,6 +76,8 @@ log = structlog.get_logger(__name__)
 
 _RECORDED_MEMORY = 10_000
 ATTEMPTS_ANNOTATION = "daiku.dev/launch-attempts"
+# The root volume a claim of a growing class launched with (core.root_volume), for operators.
+ROOT_VOLUME_SIZE_ANNOTATION = "daiku.dev/root-volume-size"
 FAILED_OFFERINGS_ANNOTATION = "daiku.dev/launch-failed-offerings"
 
 
@@ -147,6 +156,11 @@ class ClaimLauncher:
             node_class_obj = self._node_class(name, request.node_class_name)
             node_class = pin_resolved(node_class_from_k8s(node_class_obj), node_class_obj)
             kubelet = kubelet_from_k8s(node_class_obj)
+            root_volume = launch_root_volume_bytes(
+                node_class, kubelet, request.ephemeral_storage_bytes
+            )
+            if root_volume:
+                node_class = node_class.with_root_volume_size(root_volume)
         except (ValueError, InvalidObjectError) as error:
             bound.warning("nodeclaim_launch_invalid", error=str(error))
             return await self._give_up(claim, LaunchOutcome.FAILED, str(error))
@@ -187,7 +201,7 @@ class ClaimLauncher:
             )
             return await self._give_up(claim, LaunchOutcome.FAILED, str(error))
         try:
-            written = await self._record(claim, instance, node_class_obj)
+            written = await self._record(claim, instance, node_class_obj, root_volume)
         except KubeApiError as error:
             # The instance runs; the next reconcile launches again (idempotent) and records it.
             bound.warning("nodeclaim_status_write_failed", error=str(error))
@@ -219,7 +233,11 @@ class ClaimLauncher:
         return node_class
 
     async def _record(
-        self, claim: KubeObject, instance: LaunchedInstance, node_class: KubeObject
+        self,
+        claim: KubeObject,
+        instance: LaunchedInstance,
+        node_class: KubeObject,
+        root_volume_bytes: int = 0,
     ) -> KubeObject:
         name = str(claim["metadata"]["name"])
         instance_type = self._catalog.lookup(node_class, instance.instance_type)
@@ -245,6 +263,8 @@ class ClaimLauncher:
                 sum(len(a.failed_offerings) for a in instance.attempts)
             )
         # Where the instance runs, for drift (an idempotent repeat reports them too).
+        if root_volume_bytes:
+            annotations[ROOT_VOLUME_SIZE_ANNOTATION] = f"{root_volume_bytes // GIB}Gi"
         if instance.subnet_id:
             annotations[SUBNET_ID_ANNOTATION] = instance.subnet_id
         if instance.security_group_ids:
@@ -257,8 +277,17 @@ class ClaimLauncher:
         await self._writer.patch_nodeclaim(name, patch)
         status: dict[str, Any] = {"providerID": instance.provider_id, "imageID": instance.image_id}
         if instance_type is not None:
-            status["capacity"] = resource_list(instance_type.capacity)
-            status["allocatable"] = resource_list(instance_type.allocatable)
+            capacity, allocatable = instance_type.capacity, instance_type.allocatable
+            if root_volume_bytes:
+                # The catalog of a growing class counts the cap; this claim has its own volume.
+                percent = nodefs_eviction_percent(kubelet_from_k8s(node_class))
+                capacity = dataclasses.replace(capacity, ephemeral_storage_bytes=root_volume_bytes)
+                allocatable = dataclasses.replace(
+                    allocatable,
+                    ephemeral_storage_bytes=ephemeral_allocatable_bytes(root_volume_bytes, percent),
+                )
+            status["capacity"] = resource_list(capacity)
+            status["allocatable"] = resource_list(allocatable)
         current = self._mirror.nodeclaim(name) or claim
         return await self._writer.set_nodeclaim_conditions(
             current, [("Launched", "True", "Launched", "")], extra_status=status

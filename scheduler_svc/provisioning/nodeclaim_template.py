@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler_svc.core.disruption import NODEPOOL_HASH_ANNOTATION, nodepool_hash
-from scheduler_svc.core.model import NodeClaimPlan, OfferingOption, Resources
+from scheduler_svc.core.model import (
+    RESOURCE_EPHEMERAL_STORAGE,
+    NodeClaimPlan,
+    OfferingOption,
+    Resources,
+)
+from scheduler_svc.core.quantity import resource_units
 from scheduler_svc.core.requirements import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
@@ -159,6 +165,9 @@ class LaunchRequest:
     labels: Mapping[str, str]
     taints: tuple[dict[str, str], ...]
     startup_taints: tuple[dict[str, str], ...]
+    # spec.resources.requests' ephemeral-storage (pods and DaemonSets): what a growing root
+    # volume must hold (core.root_volume).
+    ephemeral_storage_bytes: int = 0
 
 
 def launch_request_of(claim: KubeObject) -> LaunchRequest:
@@ -203,6 +212,16 @@ def launch_request_of(claim: KubeObject) -> LaunchRequest:
             if isinstance(t, dict)
         )
 
+    requested = ((spec.get("resources") or {}).get("requests") or {}).get(
+        RESOURCE_EPHEMERAL_STORAGE
+    )
+    try:
+        ephemeral = resource_units(RESOURCE_EPHEMERAL_STORAGE, requested) if requested else 0
+    except ValueError as error:
+        raise ValueError(
+            f"NodeClaim {name}: spec.resources.requests[ephemeral-storage]: {error}"
+        ) from error
+
     return LaunchRequest(
         nodeclaim_name=name,
         nodepool_name=labels.get(LABEL_NODEPOOL) or labels.get(LABEL_KARPENTER_NODEPOOL, ""),
@@ -211,4 +230,5 @@ def launch_request_of(claim: KubeObject) -> LaunchRequest:
         labels=labels,
         taints=taints("taints"),
         startup_taints=taints("startupTaints"),
+        ephemeral_storage_bytes=ephemeral,
     )

@@ -82,6 +82,7 @@ from scheduler_svc.provisioning.headroom import (
 from scheduler_svc.provisioning.launch import LaunchOutcome, LaunchResult
 from scheduler_svc.provisioning.pod_events import PodEvents
 from scheduler_svc.provisioning.pool_validation import PoolValidator, ValidPool
+from scheduler_svc.provisioning.root_volume import with_root_volume_caps
 from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.state.cluster import Change, ClusterMirror, is_provisionable_pod
 from scheduler_svc.state.core_snapshot import CoreSnapshot, CoreSnapshotter
@@ -394,7 +395,7 @@ class Provisioner:
                 if placement.node in in_flight:
                     for key in placement.pods:
                         placements[key] = placement.node
-            left = {u.pod: u for u in solved.unschedulable}
+            left = with_root_volume_caps(solved.unschedulable, group[0].node_class, pods_by_key)
             unschedulable = {k: v for k, v in unschedulable.items() if k in left}
             unschedulable.update(left)
             remaining = [pods_by_key[k] for k in left if k in pods_by_key]

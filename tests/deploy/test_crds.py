@@ -424,3 +424,66 @@ def test_capacity_buffer_rejections(spec: dict[str, Any], message: str) -> None:
     refused (the CEL rule's message: "set exactly one of 'replicas' ... or 'percentage'")."""
     found = violations(_buffer(**spec))
     assert any(message in v.message for v in found), found
+
+
+def _growing_root(**ebs: Any) -> dict[str, Any]:
+    nodeclass = copy.deepcopy(_nodeclass())
+    nodeclass["spec"]["blockDeviceMappings"][0]["ebs"].update(ebs)
+    return nodeclass
+
+
+def test_a_root_volume_with_max_volume_size_is_accepted() -> None:
+    assert violations(_growing_root(maxVolumeSize="500Gi")) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda s: s["blockDeviceMappings"][0]["ebs"].update(maxVolumeSize="500MB"),
+            "does not match",
+        ),
+        (
+            lambda s: s["blockDeviceMappings"][0]["ebs"].update(
+                maxVolumeSize="500Gi", volumeSize=None, snapshotID="snap-0abc"
+            ),
+            "maxVolumeSize needs volumeSize, the size the root volume grows from",
+        ),
+        (
+            lambda s: s["blockDeviceMappings"].append(
+                {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "10Gi", "maxVolumeSize": "20Gi"}}
+            ),
+            "maxVolumeSize is allowed only on the blockDeviceMappings entry with rootVolume true",
+        ),
+    ],
+    ids=["not a size", "without volumeSize", "not the root volume"],
+)
+def test_max_volume_size_rejections(change: Any, message: str) -> None:
+    """maxVolumeSize (daiku's root volume growth) is refused, with a message saying why, when
+    it is not a size, has no volumeSize to grow from, or sits on a volume other than the root."""
+    nodeclass = copy.deepcopy(_nodeclass())
+    change(nodeclass["spec"])
+    ebs = nodeclass["spec"]["blockDeviceMappings"][0]["ebs"]
+    if ebs.get("volumeSize") is None:
+        ebs.pop("volumeSize", None)
+    found = violations(nodeclass)
+    assert any(message in _rule_message(v.message) for v in found), found
+
+
+def _rule_message(violation: str) -> str:
+    """The CRD's message for a 'failed rule: …' violation (the violation itself otherwise)."""
+    rule = violation.removeprefix("failed rule: ")
+
+    def walk(node: Any) -> str | None:
+        if isinstance(node, dict):
+            for v in node.get("x-kubernetes-validations", []):
+                if v["rule"] == rule:
+                    return str(v["message"])
+            nodes: Any = node.values()
+        elif isinstance(node, list):
+            nodes = node
+        else:
+            return None
+        return next((m for m in map(walk, nodes) if m is not None), None)
+
+    return walk(_openapi_schema("EC2NodeClass")) or violation

@@ -32,6 +32,7 @@ from aiobotocore.session import AioSession, get_session
 from localcloud.ec2 import Ec2Emulator, impairment
 
 CLUSTER_TAG: Final = "daiku.dev/cluster"
+GIB: Final = 1024**3
 NOT_TERMINATED: Final = ("pending", "running", "shutting-down", "stopping", "stopped")
 
 
@@ -63,6 +64,11 @@ class InstanceSource(Protocol):
 
     async def user_data(self, instance_id: str) -> str:
         """The instance's user data, decoded ('' when it has none)."""
+        ...
+
+    async def root_volume_bytes(self, instance_id: str) -> int:
+        """The size of the volume at the instance's root device (0: none mapped there, the
+        AMI's default then), which the kubelet reports as ephemeral-storage."""
         ...
 
 
@@ -155,6 +161,25 @@ class HttpInstances:
         )
         return _decode((answer.get("UserData") or {}).get("Value") or "")
 
+    async def root_volume_bytes(self, instance_id: str) -> int:
+        answer = await self._ec2.describe_instances(InstanceIds=[instance_id])
+        instance: dict[str, Any] = next(
+            (i for r in answer.get("Reservations", []) for i in r.get("Instances", [])), {}
+        )
+        root = instance.get("RootDeviceName")
+        volume_id = next(
+            (
+                (m.get("Ebs") or {}).get("VolumeId")
+                for m in instance.get("BlockDeviceMappings") or []
+                if m.get("DeviceName") == root
+            ),
+            None,
+        )
+        if not volume_id:
+            return 0
+        volumes = await self._ec2.describe_volumes(VolumeIds=[volume_id])
+        return int(volumes["Volumes"][0]["Size"]) * GIB
+
 
 class EmulatorInstances:
     """The cluster's instances read from the in-process emulator's moto backend."""
@@ -212,3 +237,12 @@ class EmulatorInstances:
                 if instance.id == instance_id:
                     return _decode(str(instance.user_data or ""))
         return ""
+
+    async def root_volume_bytes(self, instance_id: str) -> int:
+        for reservation in list(self._backend().reservations.values()):
+            for instance in list(reservation.instances):
+                if instance.id == instance_id:
+                    mapping: Any = instance.block_device_mapping
+                    root = mapping.get(instance.root_device_name)
+                    return int(root.size) * GIB if root is not None and root.size else 0
+        return 0

@@ -46,6 +46,7 @@ from typing import Any, Final
 import structlog
 
 from actuator_svc.core.allocatable import (
+    DEFAULT_ROOT_VOLUME_BYTES,
     KubeletSettings,
     NodeResources,
     allocatable,
@@ -218,7 +219,8 @@ class Kubelets:
         instance_id = instance.instance_id
         try:
             user_data = await source.user_data(instance_id)
-            node = self._node_for(instance, user_data)
+            root_volume = await source.root_volume_bytes(instance_id)
+            node = self._node_for(instance, user_data, root_volume)
         except (InstanceTypeDataError, KeyError, ValueError) as error:
             log.warning("node_registration_failed", instance_id=instance_id, error=str(error))
             return
@@ -330,7 +332,9 @@ class Kubelets:
             await self.store.delete(self._rt["leases"], kubelet.node_name, NODE_LEASE_NAMESPACE)
         log.info("node_retired", node=kubelet.node_name, instance_id=kubelet.instance_id, why=why)
 
-    def _node_for(self, instance: ClusterInstance, user_data: str) -> JsonObject:
+    def _node_for(
+        self, instance: ClusterInstance, user_data: str, root_volume_bytes: int = 0
+    ) -> JsonObject:
         instance_id = instance.instance_id
         instance_type = instance.instance_type
         zone = instance.zone
@@ -340,6 +344,9 @@ class Kubelets:
             raise InstanceTypeDataError(f"{instance_id}: unknown instance type {instance_type}")
         registration = read_node_registration(user_data) if user_data else NodeRegistration({}, ())
         kubelet_settings = KubeletSettings(max_pods=_max_pods(user_data))
+        # The kubelet's ephemeral-storage is its root volume (the AMI's default when the launch
+        # mapped none at the root device).
+        root_volume = root_volume_bytes or DEFAULT_ROOT_VOLUME_BYTES
         shape = shape_of(description)
         type_labels = labels_of(description)
         capacity_type = "spot" if instance.spot else "on-demand"
@@ -373,9 +380,11 @@ class Kubelets:
             "metadata": {"name": name, "labels": labels},
             "spec": {"providerID": f"aws:///{zone}/{instance_id}", "taints": taints},
             "status": {
-                "capacity": _resource_list(capacity(shape, kubelet_settings), allocatable=False),
+                "capacity": _resource_list(
+                    capacity(shape, kubelet_settings, root_volume), allocatable=False
+                ),
                 "allocatable": _resource_list(
-                    allocatable(shape, kubelet_settings), allocatable=True
+                    allocatable(shape, kubelet_settings, root_volume), allocatable=True
                 ),
                 "conditions": _node_conditions(ready=False, now=self._stamp()),
                 "addresses": addresses,

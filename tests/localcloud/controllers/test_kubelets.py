@@ -81,7 +81,9 @@ class Cluster:
         )
         self.tasks.append(asyncio.create_task(kubelets.run()))
 
-    async def run_instance(self, *, instance_type: str = "m5.large", spot: bool = False) -> str:
+    async def run_instance(
+        self, *, instance_type: str = "m5.large", spot: bool = False, root_volume_gib: int = 0
+    ) -> str:
         request: dict[str, Any] = {
             "ImageId": self.emulator.image_ids["x86_64"],
             "InstanceType": instance_type,
@@ -93,6 +95,10 @@ class Cluster:
         }
         if spot:
             request["InstanceMarketOptions"] = {"MarketType": "spot"}
+        if root_volume_gib:
+            request["BlockDeviceMappings"] = [
+                {"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": root_volume_gib}}
+            ]
         reservation = await asyncio.to_thread(lambda: self.ec2.run_instances(**request))
         instance_id: str = reservation["Instances"][0]["InstanceId"]
         return instance_id
@@ -166,6 +172,29 @@ async def test_instance_registers_as_a_ready_node(cluster: Cluster) -> None:
     assert node["status"]["capacity"]["cpu"] == "2"
     lease = await store.get("leases", node["metadata"]["name"], "kube-node-lease")
     assert lease["spec"]["holderIdentity"] == node["metadata"]["name"]
+
+
+@pytest.mark.parametrize("source", ["http", "in-process"])
+@pytest.mark.parametrize(
+    ("root_volume_gib", "capacity", "allocatable"),
+    [
+        (57, f"{57 * 1024**2}Ki", str(57 * 1024**3 - 57 * 1024**3 // 10 - 1024**3)),
+        (0, f"{20 * 1024**2}Ki", str(17 * 1024**3)),
+    ],
+)
+async def test_ephemeral_storage_is_the_root_volume(
+    cluster: Cluster, source: str, root_volume_gib: int, capacity: str, allocatable: str
+) -> None:
+    """The node's ephemeral-storage is the volume launched at the AMI's root device (less the
+    10 % nodefs eviction threshold and 1 GiB kube-reserved); the AMI's 20 GiB without one."""
+    if source == "http":
+        cluster.start_kubelets()
+    else:
+        cluster.start_kubelets(emulator=cluster.emulator, ec2_endpoint_url=None)
+    instance_id = await cluster.run_instance(root_volume_gib=root_volume_gib)
+    node = await until(lambda: node_with_provider_id(cluster.store, f"/{instance_id}"))
+    assert node["status"]["capacity"]["ephemeral-storage"] == capacity
+    assert node["status"]["allocatable"]["ephemeral-storage"] == allocatable
 
 
 async def test_node_is_not_ready_until_it_has_booted(cluster: Cluster) -> None:
