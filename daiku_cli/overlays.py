@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler_svc.core import InstanceType, NodeClaimPlan
-from scheduler_svc.core.overlay import NodeOverlay, overlay_effects
+from scheduler_svc.core.overlay import NodeOverlay, effective_overlays, overlay_effects
 
 
 def explain_overlays(
@@ -18,8 +18,11 @@ def explain_overlays(
     """Lines saying how NodeOverlays changed the claim's chosen instance type (none: a line
     saying that none matched it)."""
     chosen = claim.offerings[0]
+    # Conflicts are found over the whole catalog: an overlay left out for a clash on another
+    # type changed nothing here either.
+    applied = effective_overlays(base_catalog, overlays)
     effect = overlay_effects(
-        [t for t in base_catalog if t.name == chosen.instance_type], overlays
+        [t for t in base_catalog if t.name == chosen.instance_type], applied
     ).get(chosen.instance_type)
     if effect is None:
         return [f"NodeOverlays: none of {len(overlays)} matched {chosen.instance_type}"]

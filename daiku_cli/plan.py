@@ -61,7 +61,7 @@ from scheduler_svc.core import (
 )
 from scheduler_svc.core.headroom import CapacityBuffer
 from scheduler_svc.core.model import MinValuesPolicy
-from scheduler_svc.core.overlay import NodeOverlay, apply_overlays
+from scheduler_svc.core.overlay import NodeOverlay, apply_overlays, overlay_conflicts
 from scheduler_svc.core.reservations import (
     CapacityReservation,
     assign_reservations,
@@ -861,6 +861,8 @@ def _plan(
     result = with_cap_reasons(result, problem, planned.root_volumes)
     for note in static.notes:
         typer.echo(f"note: {note}", err=True)
+    for name, why in overlay_conflicts(planned.base_catalog, planned.overlays).items():
+        typer.echo(f"note: NodeOverlay {name} is left out: {why}", err=True)
     if explain is not None:
         typer.echo(_explain(planned, result, explain))
     else:

@@ -111,3 +111,35 @@ def test_convert_carries_karpenter_nodeoverlays(tmp_path: Path) -> None:
     (converted,) = yaml.safe_load_all(result.stdout)
     assert converted == {**overlay, "apiVersion": "daiku.dev/v1alpha1"}
     assert "warning" not in result.stderr
+
+
+def test_plan_leaves_a_conflicting_overlay_out_and_says_so(tmp_path: Path) -> None:
+    """A second weight-10 overlay pricing m5 on-demand flat conflicts with savings-plan-m5
+    (Karpenter's ValidationSucceeded=False, Conflict): it is left out (m5 stays at -30 %), and
+    plan notes why on stderr."""
+    documents = list(yaml.safe_load_all(EXAMPLE.read_text()))
+    documents.append(
+        {
+            "apiVersion": "daiku.dev/v1alpha1",
+            "kind": "NodeOverlay",
+            "metadata": {"name": "a-flat-m5"},
+            "spec": {
+                "weight": 10,
+                "requirements": [
+                    {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}
+                ],
+                "price": "0.01",
+            },
+        }
+    )
+    path = tmp_path / "conflict.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    result = CliRunner().invoke(app, ["plan", "-f", str(path), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "note: NodeOverlay a-flat-m5 is left out: conflicts with NodeOverlay savings-plan-m5"
+        in (result.stderr)
+    )
+    m5 = [c for c in json.loads(result.stdout)["nodeClaims"] if c["instanceType"] == "m5.large"]
+    assert m5
+    assert all(abs(c["price"] - 0.096 * 0.7) < 1e-9 for c in m5)
