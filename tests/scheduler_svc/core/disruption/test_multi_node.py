@@ -27,6 +27,7 @@ from scheduler_svc.core.disruption import (
 )
 from scheduler_svc.core.disruption.multi_node import (
     Outcome,
+    capacity_price_floor,
     could_fit,
     free_room,
     search,
@@ -333,3 +334,18 @@ def test_a_merge_into_as_many_nodes_is_refused(tmp_path: Path) -> None:
         tmp_path, [("x0", "c6g.2xlarge", 15), ("x1", "c6g.2xlarge", 15)]
     )
     assert plan_disruption(state, at(600)).decisions == ()
+
+
+def test_the_capacity_floor_prices_the_shortfall_at_the_cheapest_unit() -> None:
+    """Four 1-CPU pods, one c4.large's free room staying (930m): the new nodes need 3,070m of
+    cpu at least, at the catalog's lowest price per allocatable millicore; infinite when the
+    allowed number of the largest type cannot hold that much."""
+    c4 = [t for t in CATALOG if t.name.startswith("c4.")]
+    pods = [app_pod(f"p{i}", ONE_CPU) for i in range(4)]
+    rooms = [free_room(n.to_node()) for n in one_cpu_nodes(1)]
+    per_milli = min(
+        min(o.price_per_hour for o in t.offerings) / t.allocatable.cpu_millis for t in c4
+    )
+    assert capacity_price_floor(pods, c4, rooms, 3) == pytest.approx(3070 * per_milli)
+    large = [t for t in c4 if t.name == "c4.large"]
+    assert capacity_price_floor(pods, large, rooms, 1) == float("inf")
