@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any, cast
 
+from scheduler_svc.core.model import RelaxedMinValues
 from scheduler_svc.errors import KubeAlreadyExistsError, KubeApiError
 from scheduler_svc.kube.resources import KubeObject
 from scheduler_svc.kube.writer import KubeWriter
@@ -107,3 +109,40 @@ async def test_relaunch_marks_the_claim_in_flight_while_it_runs() -> None:
     assert result is not None
     assert launcher.launched == ["default-abcde"]
     assert not claims.in_flight("default-abcde")
+
+
+class EventWriter(Writer):
+    """A Writer that also records Events (involved kind and name, reason, message)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, str, str]] = []
+
+    async def event(self, involved: KubeObject, reason: str, message: str, **_: Any) -> None:
+        name = involved["metadata"]["name"]
+        self.events.append((name, reason, message))
+
+
+async def test_a_claim_opened_with_min_values_relaxed_gets_an_event_on_it_and_its_pool() -> None:
+    """Under --min-values-policy BestEffort a relaxed claim says what was relaxed, on the claim
+    and on its NodePool; a claim that kept its minValues gets no such Event."""
+    launcher = Launcher()
+    launcher.release.set()
+    writer = EventWriter()
+    relaxed = dataclasses.replace(
+        PLAN,
+        min_values_relaxed=(RelaxedMinValues("karpenter.k8s.aws/instance-family", 3, 1),),
+    )
+    created = await creator(writer, launcher).create(relaxed, NODEPOOL)
+    assert created is not None
+    assert [(n, r) for n, r, _ in writer.events] == [
+        (created.name, "MinValuesRelaxed"),
+        ("default", "MinValuesRelaxed"),
+    ]
+    assert (
+        "minValues for karpenter.k8s.aws/instance-family relaxed from 3 to 1"
+        in (writer.events[0][2])
+    )
+    writer.events.clear()
+    await creator(writer, launcher).create(PLAN, NODEPOOL)
+    assert writer.events == []

@@ -143,3 +143,18 @@ def test_offerings_are_capped_at_what_the_actuator_accepts() -> None:
     plan = NodeClaimPlan("default", (), ("default/a",), Resources(cpu_millis=100), many)
     request = launch_request_of(nodeclaim_from_plan(plan, NODEPOOL, name="x"))
     assert request.offerings == many[:MAX_OFFERINGS]
+
+
+def test_the_launch_request_carries_the_claims_ephemeral_storage() -> None:
+    """What a growing root volume is sized for (core.root_volume): the claim's requested
+    ephemeral-storage, read back from the object; a bad quantity is refused naming the field."""
+    plan = dataclasses.replace(PLAN, requests=Resources(ephemeral_storage_bytes=60 * 1024**3))
+    claim = nodeclaim_from_plan(plan, NODEPOOL, name="default-abcde")
+    assert launch_request_of(claim).ephemeral_storage_bytes == 60 * 1024**3
+    assert (
+        launch_request_of(nodeclaim_from_plan(PLAN, NODEPOOL, name="x")).ephemeral_storage_bytes
+        == 0
+    )
+    claim["spec"]["resources"]["requests"]["ephemeral-storage"] = "lots"
+    with pytest.raises(ValueError, match=r"spec.resources.requests\[ephemeral-storage\]"):
+        launch_request_of(claim)
