@@ -3,7 +3,8 @@
 The collector indexes every object's ownerReferences as the store commits it, and:
 - deletes the dependents of a removed owner once none of their owners remain (Background);
 - holds an owner deleted with `propagationPolicy=Foreground` (finalizer `foregroundDeletion`)
-  until its dependents are gone, then removes it;
+  until its dependents are gone, then removes it; a dependent with dependents of its own is
+  deleted in the foreground too, so a chain goes level by level (pods, ReplicaSet, Deployment);
 - strips the owner reference from the dependents of an owner deleted with `Orphan`;
 - collects, on the next loop iteration, an object created or updated with owner references
   none of which exists.
@@ -84,13 +85,17 @@ class GarbageCollector:
             if obj is None or obj["metadata"].get("deletionTimestamp"):
                 continue
             owners = obj["metadata"].get("ownerReferences") or []
+            in_foreground = [self._is_deleting_in_foreground(str(o.get("uid"))) for o in owners]
             owner_gone = all(
-                o.get("uid") not in store._uids
-                or self._is_deleting_in_foreground(str(o.get("uid")))
-                for o in owners
+                o.get("uid") not in store._uids or foreground
+                for o, foreground in zip(owners, in_foreground, strict=True)
             )
             if owner_gone:
-                store._delete(rt, name, namespace or None, propagation_policy="Background")
+                # kube's collector deletes a dependent that has dependents of its own in the
+                # foreground when an owner waits for it, so the chain goes level by level
+                waits = any(in_foreground) and self.has_dependents(str(obj["metadata"]["uid"]))
+                policy = "Foreground" if waits else "Background"
+                store._delete(rt, name, namespace or None, propagation_policy=policy)
 
     def _is_deleting_in_foreground(self, uid: str) -> bool:
         store = self._store
