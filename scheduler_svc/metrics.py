@@ -54,6 +54,13 @@ class SchedulerMetrics:
             ["nodepool", "step"],
             registry=self.registry,
         )
+        self.nodeclaims_min_values_relaxed = Counter(
+            "daiku_scheduler_nodeclaims_min_values_relaxed",
+            "NodeClaims created with a NodePool's minValues lowered (--min-values-policy"
+            " BestEffort; Karpenter labels its created-claims metric min_values_relaxed).",
+            ["nodepool"],
+            registry=self.registry,
+        )
         self.pod_bound_seconds = Histogram(
             "daiku_scheduler_pod_pending_to_bound_seconds",
             "Time from a pod's creation to its binding to a node, for pods daiku provisioned for.",

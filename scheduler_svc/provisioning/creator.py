@@ -116,6 +116,7 @@ class NodeClaimCreator:
             " (--min-values-policy BestEffort)"
         )
         log.info("min_values_relaxed", nodeclaim=name, nodepool=plan.nodepool, relaxed=relaxed)
+        self._metrics.nodeclaims_min_values_relaxed.labels(nodepool=plan.nodepool).inc()
         for involved in (claim, nodepool):
             try:
                 await self._writer.event(involved, "MinValuesRelaxed", message)

@@ -133,8 +133,18 @@ async def test_a_claim_opened_with_min_values_relaxed_gets_an_event_on_it_and_it
         PLAN,
         min_values_relaxed=(RelaxedMinValues("karpenter.k8s.aws/instance-family", 3, 1),),
     )
-    created = await creator(writer, launcher).create(relaxed, NODEPOOL)
+    metrics = SchedulerMetrics()
+    claims = NodeClaimCreator(
+        writer=cast(KubeWriter, writer), launcher=cast(ClaimLauncher, launcher), metrics=metrics
+    )
+    created = await claims.create(relaxed, NODEPOOL)
     assert created is not None
+    assert (
+        metrics.registry.get_sample_value(
+            "daiku_scheduler_nodeclaims_min_values_relaxed_total", {"nodepool": "default"}
+        )
+        == 1
+    )
     assert [(n, r) for n, r, _ in writer.events] == [
         (created.name, "MinValuesRelaxed"),
         ("default", "MinValuesRelaxed"),
