@@ -91,7 +91,7 @@ class SolverSetup:
         self._universe_cache: dict[tuple[int, str], tuple[object, ...]] = {}
         self._targets: dict[tuple[int, int, Requirements], int] = {}
         # Reserved offerings' free instances, taken as claims close (core.reservations).
-        self.reservations = ReservationLedger(self.catalog.types)
+        self.reservations = ReservationLedger(self.catalog)
         self.last_failure = ""
         self._blocked_by_constraint = False
         # A lower bound on every waiting class's request, per resource (set per round).
