@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler_svc.core.disruption import ConsolidationOptions
+from scheduler_svc.core.model import MinValuesPolicy
 
 ENV_PREFIX = "SCHEDULER_"
 
@@ -224,6 +225,7 @@ class SchedulerSettings:
             min_saving_per_hour=self.consolidation_min_saving_per_hour,
             validation_wait_seconds=self.consolidation_validation_seconds,
             spot_to_spot_min_types=self.spot_to_spot_min_types,
+            min_values_policy=MinValuesPolicy(self.min_values_policy),
         )
 
     @property

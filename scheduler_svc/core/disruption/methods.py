@@ -223,6 +223,7 @@ class _Pass:
                 daemonsets=self.snapshot.daemonsets,
                 unavailable_offerings=self.snapshot.unavailable_offerings,
                 namespaces=self.snapshot.namespaces,
+                min_values_policy=self.options.min_values_policy,
             ),
             catalogs=self.catalogs,
         )

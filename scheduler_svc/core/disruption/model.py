@@ -11,6 +11,7 @@ from scheduler_svc.core.disruption.settings import DisruptionReason, DisruptionS
 from scheduler_svc.core.model import (
     InstanceType,
     LabelSelector,
+    MinValuesPolicy,
     Node,
     NodeClaimPlan,
     NodePool,
@@ -263,7 +264,10 @@ class ConsolidationOptions:
     ``max_multi_node_candidates``: the most nodes one replacement may merge (Karpenter's 100).
     ``max_multi_node_scan``: extra multi-node simulations per pass for the prefix lengths the
     binary search skipped (daiku's addition: the saving is not monotonic in the length).
-    ``max_single_node_attempts``: simulations per pass for single-node consolidation."""
+    ``max_single_node_attempts``: simulations per pass for single-node consolidation.
+    ``min_values_policy``: the scheduler's ``--min-values-policy``, in the simulations too (as
+    Karpenter's): under ``BestEffort`` a replacement may open with minValues lowered, so a node
+    launched that way can be replaced (drift, consolidation) as it was launched."""
 
     min_saving_fraction: float = 0.10
     min_saving_per_hour: float = 0.01
@@ -272,6 +276,7 @@ class ConsolidationOptions:
     max_multi_node_candidates: int = 100
     max_multi_node_scan: int = 10
     max_single_node_attempts: int = 50
+    min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from scheduler_svc.core.disruption import (
 from scheduler_svc.core.requirements import Operator, Requirement
 from tests.scheduler_svc.core.builders import GIB
 from tests.scheduler_svc.core.disruption.builders import (
+    CATALOG,
     app_pod,
     at,
     candidate,
@@ -402,3 +403,38 @@ def test_a_naive_now_is_refused() -> None:
     """A pass at a naive datetime fails loudly instead of comparing it with UTC schedules."""
     with pytest.raises(ValueError, match="now must be timezone-aware"):
         plan_disruption(snapshot([]), at(0).replace(tzinfo=None))
+
+
+def test_a_drifted_node_launched_with_min_values_relaxed_is_replaced_under_best_effort() -> None:
+    """The scheduler's --min-values-policy reaches the simulations (Karpenter's does too): a
+    drifted node whose pod only one family holds, under a NodePool asking for two families,
+    gets a replacement under BestEffort; under Strict it drifts with none, its pod left to
+    wait."""
+    from scheduler_svc.core.disruption import ConsolidationOptions
+    from scheduler_svc.core.model import MinValuesPolicy
+
+    family = "karpenter.k8s.aws/instance-family"
+    nodepool = NodePool(
+        "default",
+        requirements=(
+            Requirement(family, Operator.IN, ("c4", "t3a"), 2),
+            Requirement("node.kubernetes.io/instance-type", Operator.IN, ("c4.2xlarge",)),
+        ),
+    )
+    big = CandidatePod(app_pod("big", cpu_millis=6000))
+    node = candidate("n1", "t3a.2xlarge", (big,), created=0)
+    catalog = [
+        dataclasses.replace(t, labels={**t.labels, family: t.name.split(".")[0]}) for t in CATALOG
+    ]
+    settings = pool(consolidation_policy=WHEN_EMPTY, budgets=(), **NO_EXPIRY).disruption
+    state = snapshot([node], [NodePoolState(nodepool, settings)], catalog)
+    strict = plan_disruption(state, at(600))
+    best_effort = plan_disruption(
+        state, at(600), ConsolidationOptions(min_values_policy=MinValuesPolicy.BEST_EFFORT)
+    )
+    assert decided(strict) == decided(best_effort) == [("Drifted", ("n1",))]
+    assert strict.decisions[0].replacements == ()
+    assert "1 pod(s) will wait: NodePool default: minValues 2" in strict.decisions[0].message
+    (replacement,) = best_effort.decisions[0].replacements
+    assert replacement.instance_type == "c4.2xlarge"
+    assert [r.key for r in replacement.min_values_relaxed] == [family]
