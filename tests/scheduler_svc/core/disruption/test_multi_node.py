@@ -349,3 +349,17 @@ def test_the_capacity_floor_prices_the_shortfall_at_the_cheapest_unit() -> None:
     assert capacity_price_floor(pods, c4, rooms, 3) == pytest.approx(3070 * per_milli)
     large = [t for t in c4 if t.name == "c4.large"]
     assert capacity_price_floor(pods, large, rooms, 1) == float("inf")
+
+
+def test_a_do_not_disrupt_pod_keeps_its_node_out_of_the_n_to_m_merge(tmp_path: Path) -> None:
+    """A do-not-disrupt pod on one c6g.2xlarge: that node is blocked and never part of the
+    merge; the other seven still merge into fewer nodes."""
+    nodes, state = _default_pool_cluster(tmp_path, LIVE_40)
+    held = dataclasses.replace(nodes[-1].pods[0], do_not_disrupt=True)
+    pinned = dataclasses.replace(nodes[-1], pods=(held, *nodes[-1].pods[1:]))
+    state = dataclasses.replace(state, candidates=(*nodes[:-1], pinned))
+    plan = plan_disruption(state, at(600))
+    (decision,) = plan.decisions
+    assert "x1" not in decision.nodes
+    assert len(decision.replacements) < len(decision.nodes)
+    assert "do-not-disrupt" in {b.node: b.message for b in plan.blocked}["x1"]
