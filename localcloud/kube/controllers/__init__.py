@@ -6,7 +6,8 @@ and can be left out for tests that want a still cluster.
 
 - `ControlPlane` (control_plane.py): all of them, each switchable, as one async context.
 - `DefaultScheduler` (scheduler.py): kube-scheduler's stand-in.
-- `Kubelets` (kubelets.py): a Node and a kubelet for every EC2 instance of the cluster.
+- `Kubelets` (kubelets.py): a Node and a kubelet for every EC2 instance of the cluster; the
+  Node they register is built in kubelet_nodes.py, their pods run in kubelet_pods.py.
 - `DeploymentController`, `ReplicaSetController` (workloads.py), `DaemonSetController`
   (daemonsets.py), `NodeLifecycleController` (node_lifecycle.py). Garbage collection by
   ownerReferences is the store's own.
