@@ -18,6 +18,7 @@ no replacement types (a delete is judged, a cheaper replacement is not). Exit st
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import sys
@@ -37,8 +38,16 @@ from scheduler_svc.errors import KubeApiError
 from scheduler_svc.kube.client import new_api_client
 from scheduler_svc.kube.events import Synced
 from scheduler_svc.kube.objects import KubeObjects
-from scheduler_svc.kube.resources import PODS, KubeObject, Resource, resource_version_of
+from scheduler_svc.kube.resources import (
+    NODE_CLAIMS,
+    PODS,
+    KubeObject,
+    Resource,
+    resource_version_of,
+)
 from scheduler_svc.kube.writer import parse_timestamp, utc_now
+from scheduler_svc.provisioning.launch import ROOT_VOLUME_SIZE_ANNOTATION
+from scheduler_svc.provisioning.nodeclaim_template import MIN_VALUES_RELAXED_ANNOTATION
 from scheduler_svc.state.cluster import ClusterMirror, pod_node_name
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
 
@@ -85,7 +94,40 @@ async def explain(
     snapshot = build_snapshot(
         mirror, CoreSnapshotter(mirror), last_pod_event_at=last_pod_events(mirror)
     )
-    return explain_node(snapshot, node_name, clock())
+    explanation = explain_node(snapshot, node_name, clock())
+    launched = launch_details(mirror, node_name)
+    if not launched:
+        return explanation
+    return dataclasses.replace(explanation, details=(*launched, *explanation.details))
+
+
+def launch_details(mirror: ClusterMirror, node_name: str) -> list[str]:
+    """How the node's NodeClaim was launched, where it departed from its classes: a root
+    volume grown for its pods' ephemeral-storage, minValues relaxed (BestEffort)."""
+    claim = next(
+        (
+            c
+            for c in mirror.objects(NODE_CLAIMS).values()
+            if (c.get("status") or {}).get("nodeName") == node_name
+        ),
+        None,
+    )
+    annotations = ((claim or {}).get("metadata") or {}).get("annotations") or {}
+    lines = []
+    volume = annotations.get(ROOT_VOLUME_SIZE_ANNOTATION)
+    if volume:
+        lines.append(f"root volume {volume}, grown for its pods' ephemeral-storage")
+    if annotations.get(MIN_VALUES_RELAXED_ANNOTATION) == "true":
+        relaxed = [
+            f"{r.get('key')} {r.get('minValues')}"
+            for r in ((claim or {}).get("spec") or {}).get("requirements") or []
+            if isinstance(r, dict) and "minValues" in r
+        ]
+        lines.append(
+            "launched with minValues relaxed (--min-values-policy BestEffort): "
+            + (", ".join(relaxed) or "see its requirements")
+        )
+    return lines
 
 
 def render(explanation: NodeExplanation) -> str:

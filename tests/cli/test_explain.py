@@ -43,7 +43,14 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[KubeApiServer, KubeObje
         await server.close()
 
 
-async def add_node(server: KubeApiServer, name: str, *, daiku: bool = True) -> datetime:
+async def add_node(
+    server: KubeApiServer,
+    name: str,
+    *,
+    daiku: bool = True,
+    annotations: dict[str, str] | None = None,
+    requirements: list[dict[str, Any]] | None = None,
+) -> datetime:
     labels = {
         "node.kubernetes.io/instance-type": "t3a.large",
         "topology.kubernetes.io/zone": "us-east-1a",
@@ -70,12 +77,13 @@ async def add_node(server: KubeApiServer, name: str, *, daiku: bool = True) -> d
             "name": "default-abcde",
             "labels": {"daiku.dev/nodepool": "default"},
             "annotations": {
-                "daiku.dev/offerings": '[["t3a.large","us-east-1a","on-demand",0.0752]]'
+                "daiku.dev/offerings": '[["t3a.large","us-east-1a","on-demand",0.0752]]',
+                **(annotations or {}),
             },
         },
         "spec": {
             "nodeClassRef": {"group": "daiku.dev", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [],
+            "requirements": requirements or [],
             "resources": {"requests": {"cpu": "1"}},
         },
     }
@@ -186,6 +194,33 @@ async def test_the_command_prints_the_verdict_for_a_node_daiku_did_not_launch(
     out, err = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 0, err.decode()
     assert out.decode().strip() == "control-plane-1: stays: not a node daiku launched"
+
+
+async def test_the_details_say_how_the_claim_launched_beyond_its_class(cluster: Any) -> None:
+    """A node whose claim grew its root volume and relaxed minValues says both."""
+    server, objects, _ = cluster
+    born = await add_node(
+        server,
+        NODE,
+        annotations={
+            "daiku.dev/root-volume-size": "68Gi",
+            "daiku.dev/nodeclaim-min-values-relaxed": "true",
+        },
+        requirements=[
+            {
+                "key": "karpenter.k8s.aws/instance-family",
+                "operator": "In",
+                "values": ["m6g", "c6g"],
+                "minValues": 1,
+            }
+        ],
+    )
+    explained = await explain(objects, NODE, clock=lambda: born + timedelta(seconds=5))
+    assert explained.details[:2] == (
+        "root volume 68Gi, grown for its pods' ephemeral-storage",
+        "launched with minValues relaxed (--min-values-policy BestEffort):"
+        " karpenter.k8s.aws/instance-family 1",
+    )
 
 
 def test_render_puts_the_verdict_first_and_indents_the_details() -> None:
