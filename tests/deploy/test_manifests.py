@@ -227,8 +227,11 @@ def _actions(statement: dict[str, Any]) -> set[str]:
 
 
 def _actuator_aws_operations() -> set[str]:
-    """The AWS operations actuator_svc's cloud client calls, read from its source."""
-    source = (ROOT / "actuator_svc" / "cloud" / "ec2.py").read_text()
+    """The AWS operations actuator_svc's cloud client calls, read from its sources (Ec2Cloud
+    joins calls written in several modules of actuator_svc/cloud)."""
+    source = "\n".join(
+        p.read_text() for p in sorted((ROOT / "actuator_svc" / "cloud").glob("*.py"))
+    )
     calls = re.findall(r'_call\(\s*"([A-Za-z]+)",\s*self\._(ec2|sqs|pricing)\.', source)
     return {f"{service}:{operation}" for operation, service in calls}
 
