@@ -45,6 +45,7 @@ from scheduler_svc.core.disruption import (
     plan_disruption,
     validate,
 )
+from scheduler_svc.core.disruption.model import DO_NOT_DISRUPT_GRACE_ENDED_ANNOTATION
 from scheduler_svc.core.model import InstanceType
 from scheduler_svc.disruption.snapshot import build_snapshot, nodeclass_state
 from scheduler_svc.errors import KubeApiError
@@ -62,6 +63,7 @@ from scheduler_svc.kube.writer import (
     conditions_of,
     is_condition_true,
     name_of,
+    timestamp,
     utc_now,
     with_condition,
 )
@@ -458,6 +460,13 @@ class DisruptionController:
             disrupting_message(decision, replacements),
         )
         for claim in decision.nodeclaims:
+            if decision.ends_do_not_disrupt:
+                # The drain reads it: do-not-disrupt pods held this node their grace period.
+                stamp = timestamp(self._clock())
+                annotations = {DO_NOT_DISRUPT_GRACE_ENDED_ANNOTATION: stamp}
+                await self._writer.patch_nodeclaim(
+                    claim, {"metadata": {"annotations": annotations}}
+                )
             await self._writer.delete_nodeclaim(claim)
         self._record(decision, "disrupted")
         return True

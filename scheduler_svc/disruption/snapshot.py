@@ -168,6 +168,7 @@ def build_snapshot(  # noqa: PLR0912 - one pass over the mirror's kinds
                 nominated_until=nominated_until,
                 conditions=node_conditions_from_k8s(mirror.get(NODES, node.name)),
                 rebalance_recommended_at=facts.rebalance_recommended_at,
+                drifted_since=facts.drifted_since,
             )
         )
     pools: list[NodePoolState] = []

@@ -45,7 +45,7 @@ from scheduler_svc.core.model import LabelSelector, NodePool, Pod
 from scheduler_svc.core.requirements import LABEL_NODEPOOL
 from scheduler_svc.kube.convert import _Reader
 from scheduler_svc.kube.resources import KubeObject
-from scheduler_svc.kube.writer import is_condition_true, parse_timestamp
+from scheduler_svc.kube.writer import condition, is_condition_true, parse_timestamp
 
 POD_DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 # Where a claim's offerings (type, zone, capacity type, price) are recorded at creation.
@@ -135,6 +135,15 @@ class ClaimFacts:
     is_initialized: bool
     is_deleting: bool
     rebalance_recommended_at: datetime | None = None
+    drifted_since: datetime | None = None
+
+
+def drifted_since(claim: KubeObject) -> datetime | None:
+    """Since when the claim's `Drifted` condition is True (None: not True, or not stamped)."""
+    drifted = condition(claim, "Drifted")
+    if drifted is None or drifted.get("status") != "True":
+        return None
+    return parse_timestamp(drifted.get("lastTransitionTime"))
 
 
 def node_conditions_from_k8s(node: KubeObject | None) -> tuple[NodeCondition, ...]:
@@ -168,6 +177,7 @@ def claim_facts_from_k8s(claim: KubeObject) -> ClaimFacts:
         is_initialized=is_condition_true(claim, "Initialized"),
         is_deleting=bool(metadata.get("deletionTimestamp")),
         rebalance_recommended_at=parse_timestamp(annotations.get(REBALANCE_RECOMMENDED_ANNOTATION)),
+        drifted_since=drifted_since(claim),
     )
 
 

@@ -12,7 +12,8 @@ in this order, each step derived from the API server's state so a restarted lead
    Karpenter does: they asked to stay), and pods stuck terminating (a minute past their
    deletionTimestamp: a dead kubelet will not finish them). Pods annotated
    `daiku.dev/do-not-disrupt` or `karpenter.sh/do-not-disrupt` are not evicted and hold the
-   drain;
+   drain while their hold lasts, unless the claim carries `daiku.dev/do-not-disrupt-grace-
+   ended` (an expired or drifted node whose NodePool's `doNotDisruptGracePeriod` ran out);
 3. **force** (Karpenter v1): when the claim has a `terminationGracePeriod` (its spec, else its
    NodePool's), counted from the claim's deletionTimestamp, or a
    `daiku.dev/nodeclaim-termination-timestamp` annotation (node repair; the earlier wins),
@@ -44,7 +45,10 @@ from typing import Any
 
 import structlog
 
-from scheduler_svc.core.disruption.model import TERMINATION_TIMESTAMP_ANNOTATION
+from scheduler_svc.core.disruption.model import (
+    DO_NOT_DISRUPT_GRACE_ENDED_ANNOTATION,
+    TERMINATION_TIMESTAMP_ANNOTATION,
+)
 from scheduler_svc.core.disruption.settings import DisruptionSettingsError, parse_duration
 from scheduler_svc.core.model import LabelSelector
 from scheduler_svc.core.requirements import Operator, Requirement, RequirementError
@@ -333,6 +337,9 @@ class Terminator:
                 if now >= deadline:
                     await self._give_up_drain(claim, node, pods)
                     return
+            # An expired/drifted node whose do-not-disrupt grace period ran out: those pods
+            # are evicted like the others (PDBs still apply).
+            grace_ended = DO_NOT_DISRUPT_GRACE_ENDED_ANNOTATION in _annotations(claim)
             for pod in pods:
                 key = pod_key(pod)
                 if (
@@ -341,7 +348,7 @@ class Terminator:
                     or loop.time() < retry_at.get(key, 0)
                 ):
                     continue
-                if do_not_disrupt_holds(pod, now):
+                if not grace_ended and do_not_disrupt_holds(pod, now):
                     if key not in reported:
                         reported.add(key)
                         await self.record(

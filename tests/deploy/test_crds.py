@@ -160,6 +160,12 @@ NODEPOOL_BREAKAGES = {
     "consolidationThreshold 0": lambda s: s["disruption"].update(
         consolidationPolicy="Balanced", consolidationThreshold=0
     ),
+    "doNotDisruptGracePeriod Never": lambda s: s["disruption"].update(
+        doNotDisruptGracePeriod="Never"
+    ),
+    "doNotDisruptGracePeriod in days": lambda s: s["disruption"].update(
+        doNotDisruptGracePeriod="1d"
+    ),
     "bad taint effect": lambda s: s["template"]["spec"].update(
         taints=[{"key": "a", "effect": "NoRun"}]
     ),
@@ -228,6 +234,14 @@ def test_a_balanced_nodepool_with_its_threshold_passes() -> None:
         nodepool["spec"]["disruption"].update(
             consolidationPolicy="Balanced", consolidationThreshold=threshold
         )
+        assert violations(nodepool) == []
+
+
+def test_a_nodepool_with_a_do_not_disrupt_grace_period_passes() -> None:
+    """daiku's `spec.disruption.doNotDisruptGracePeriod` (issue 15 item 4), a Go-style duration."""
+    for grace in ("30m", "4h", "1h30m"):
+        nodepool = _nodepool()
+        nodepool["spec"]["disruption"].update(doNotDisruptGracePeriod=grace)
         assert violations(nodepool) == []
 
 

@@ -53,6 +53,12 @@ def explain_node(
             f"consolidationPolicy {settings.consolidation_policy}, consolidateAfter "
             f"{format_seconds(settings.consolidate_after_seconds)}, expireAfter "
             f"{format_seconds(settings.expire_after_seconds)}"
+            + (
+                ""
+                if settings.do_not_disrupt_grace_period_seconds is None
+                else ", doNotDisruptGracePeriod "
+                f"{format_seconds(settings.do_not_disrupt_grace_period_seconds)}"
+            )
         )
     plan = plan_disruption(snapshot, now, options)
     if candidate.is_nominated(now):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from scheduler_svc.core.disruption.drift import drift_reason
+from scheduler_svc.core.disruption.grace import grace_has_ended, grace_note
 from scheduler_svc.core.disruption.methods import (
     consolidate_alone,
     expiry_reason,
@@ -38,8 +39,8 @@ def method_lines(
     acting = None if decision is None else decision.reason
     lines = [
         _empty(snapshot, candidate, now),
-        _expired(snapshot, candidate, now),
-        _drifted(snapshot, candidate),
+        _expired(snapshot, candidate, now) + _hold(snapshot, candidate, _EXPIRED, now),
+        _drifted(snapshot, candidate) + _hold(snapshot, candidate, _DRIFTED, now),
         _underutilized(snapshot, candidate, now, options, decision),
         repair_status(snapshot, candidate, now),
         rebalance_status(snapshot, candidate),
@@ -47,6 +48,30 @@ def method_lines(
     if acting is not None:
         lines = [f"{line} -> acts now" if line.startswith(f"{acting}:") else line for line in lines]
     return tuple(lines)
+
+
+_EXPIRED = DisruptionReason.EXPIRED
+_DRIFTED = DisruptionReason.DRIFTED
+
+
+def _hold(
+    snapshot: DisruptionSnapshot, candidate: Candidate, reason: DisruptionReason, now: datetime
+) -> str:
+    """For a due node: ``; held by do-not-disrupt pod X, doNotDisruptGracePeriod 30m ends ...``
+    (or ``no longer holds``, or ``for good`` without a grace period); "" otherwise."""
+    due = (
+        expiry_reason(candidate, snapshot, now)
+        if reason is _EXPIRED
+        else drift_reason(candidate, snapshot)
+    )
+    held = [p.key for p in candidate.pods if p.holds(now)]
+    if due is None or not held:
+        return ""
+    note = grace_note(candidate, snapshot, reason)
+    if grace_has_ended(candidate, snapshot, reason, now):
+        ended = note.replace(" ends ", " ended ")
+        return f"; do-not-disrupt pod {held[0]} no longer holds it ({ended})"
+    return f"; held by do-not-disrupt pod {held[0]}" + (f", {note}" if note else "")
 
 
 def _empty(snapshot: DisruptionSnapshot, candidate: Candidate, now: datetime) -> str:

@@ -29,6 +29,7 @@ from datetime import datetime
 from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.core.disruption.balanced import balanced_score
 from scheduler_svc.core.disruption.drift import drift_reason
+from scheduler_svc.core.disruption.grace import grace_has_ended, grace_note
 from scheduler_svc.core.disruption.model import (
     BlockedNode,
     Candidate,
@@ -150,10 +151,13 @@ class _Pass:
 
     # -- blockers --------------------------------------------------------------------------
 
-    def pod_blocker(self, candidate: Candidate, *, bare_pods_block: bool) -> str | None:
-        """Why a pod on ``candidate`` holds it in place (None: nothing does)."""
+    def pod_blocker(
+        self, candidate: Candidate, *, bare_pods_block: bool, do_not_disrupt_holds: bool = True
+    ) -> str | None:
+        """Why a pod on ``candidate`` holds it in place (None: nothing does); with
+        ``do_not_disrupt_holds`` False, do-not-disrupt pods do not (``grace``)."""
         for pod in candidate.pods:
-            if pod.holds(self.now):
+            if do_not_disrupt_holds and pod.holds(self.now):
                 if pod.do_not_disrupt_until is None:
                     return f"do-not-disrupt pod {pod.key}"
                 return (
@@ -352,7 +356,13 @@ def _replace_one(state: _Pass, candidates: Sequence[Candidate], reason: Disrupti
         if why is not None:
             found.append((candidate, why))
     for candidate, why in found:
-        blocker = state.pod_blocker(candidate, bare_pods_block=False)
+        ended = grace_has_ended(candidate, state.snapshot, reason, state.now)
+        blocker = state.pod_blocker(
+            candidate, bare_pods_block=False, do_not_disrupt_holds=not ended
+        )
+        note = grace_note(candidate, state.snapshot, reason)
+        if blocker is not None and note and blocker.startswith("do-not-disrupt"):
+            blocker += f"; {note}"
         if blocker is None:
             blocker = state.budget_blocks([candidate], reason)
         if blocker is not None:
@@ -360,6 +370,12 @@ def _replace_one(state: _Pass, candidates: Sequence[Candidate], reason: Disrupti
             continue
         result = state.simulate([candidate], allow_new=True)
         message = why
+        held = [p.key for p in candidate.pods if p.holds(state.now)] if ended else []
+        if held:
+            message += (
+                f"; do-not-disrupt pod(s) {', '.join(held)} no longer hold it "
+                f"({note.replace(' ends ', ' ended ')})"
+            )
         if result.new_claims:
             names = ", ".join(c.instance_type for c in result.new_claims)
             message += f"; replaced by {names}"
@@ -379,6 +395,7 @@ def _replace_one(state: _Pass, candidates: Sequence[Candidate], reason: Disrupti
                 decided_at=state.now,
                 old_price_per_hour=candidate.price_per_hour,
                 new_price_per_hour=result.total_price_per_hour,
+                ends_do_not_disrupt=bool(held),
             )
         )
         return True

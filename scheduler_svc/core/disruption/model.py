@@ -37,6 +37,9 @@ REBALANCE_RECOMMENDED_ANNOTATION = "daiku.dev/rebalance-recommended-at"
 # node's drain; Karpenter's karpenter.sh/nodeclaim-termination-timestamp). Termination takes
 # the earlier of it and the terminationGracePeriod's deadline.
 TERMINATION_TIMESTAMP_ANNOTATION = "daiku.dev/nodeclaim-termination-timestamp"
+# Set on an expired or drifted NodeClaim whose do-not-disrupt pods' grace period ran out
+# (``grace``; RFC 3339, when it was acted on): its drain no longer waits for those pods.
+DO_NOT_DISRUPT_GRACE_ENDED_ANNOTATION = "daiku.dev/do-not-disrupt-grace-ended"
 # Pods of these owners are not rescheduled: the DaemonSet puts one on every new node, and a
 # mirror pod (owner Node) belongs to its static pod's node.
 NON_RESCHEDULABLE_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
@@ -130,6 +133,9 @@ class Candidate:
     rebalance_recommended_at: datetime | None = None
     nominated_pods: int = 0
     nominated_until: datetime | None = None
+    # Since when its NodeClaim's ``Drifted`` condition is True (None: not recorded yet); the
+    # do-not-disrupt grace period of a drifted node counts from it (``grace``).
+    drifted_since: datetime | None = None
 
     def is_nominated(self, now: datetime) -> bool:
         """Whether pods the provisioner planned onto it are still pending within the
@@ -285,7 +291,8 @@ class DisruptionDecision:
     their pods fit on the remaining nodes). ``savings_per_hour`` is old price - new price.
     ``needs_validation``: the controller waits ``validation_wait_seconds`` and calls
     ``validate`` before acting (consolidation of underutilized nodes). ``balanced_score``:
-    the move's Balanced score (``balanced.BalancedScore.score``; None: not scored)."""
+    the move's Balanced score (``balanced.BalancedScore.score``; None: not scored).
+    ``ends_do_not_disrupt``: see ``grace``."""
 
     reason: DisruptionReason
     nodes: tuple[str, ...]
@@ -297,6 +304,9 @@ class DisruptionDecision:
     new_price_per_hour: float
     needs_validation: bool = False
     balanced_score: float | None = None
+    # An expired or drifted node whose do-not-disrupt pods' grace period ran out (``grace``):
+    # the controller marks its NodeClaim so the drain evicts those pods too.
+    ends_do_not_disrupt: bool = False
 
     @property
     def savings_per_hour(self) -> float:

@@ -178,6 +178,9 @@ class DisruptionSettings:
     budgets: tuple[Budget, ...] = DEFAULT_BUDGETS
     rebalance_policy: RebalanceRecommendationPolicy = RebalanceRecommendationPolicy.IGNORE
     consolidation_threshold: int = DEFAULT_CONSOLIDATION_THRESHOLD
+    # spec.disruption.doNotDisruptGracePeriod (daiku's, decision 0016): how long a
+    # do-not-disrupt pod may hold an expired or drifted node (None: for as long as it says).
+    do_not_disrupt_grace_period_seconds: float | None = None
 
     @staticmethod
     def from_spec(nodepool: str, spec: Mapping[str, Any]) -> DisruptionSettings:
@@ -235,6 +238,14 @@ class DisruptionSettings:
                 f"{where}: spec.disruption.rebalanceRecommendationPolicy: {rebalance_text!r} is "
                 "not one of Ignore, Replace"
             ) from None
+        hold = disruption.get("doNotDisruptGracePeriod")
+        hold_seconds = (
+            None
+            if hold is None
+            else parse_duration(
+                str(hold), f"{where}: spec.disruption.doNotDisruptGracePeriod", allow_never=False
+            )
+        )
         return DisruptionSettings(
             policy,
             consolidate_after,
@@ -243,6 +254,7 @@ class DisruptionSettings:
             budgets,
             rebalance_policy=rebalance,
             consolidation_threshold=threshold,
+            do_not_disrupt_grace_period_seconds=hold_seconds,
         )
 
 

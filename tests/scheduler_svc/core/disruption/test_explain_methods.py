@@ -65,3 +65,33 @@ def test_a_nominated_node_says_so() -> None:
     explained = explain_node(snapshot([nominated], [pool(budgets=())]), "fresh", at(5))
     assert explained.verdict.startswith("stays: DisruptionBlocked: nominated for 2 pending pod(s)")
     assert any(d.startswith("nominated for 2 pending pod(s)") for d in explained.details)
+
+
+def test_an_expired_node_held_by_do_not_disrupt_names_the_grace_period() -> None:
+    """Issue 15 item 4: the Expired line says which pod holds the node and when the NodePool's
+    doNotDisruptGracePeriod ends; at that moment it says the pod no longer holds it."""
+    batch = CandidatePod(app_pod("batch"), do_not_disrupt=True)
+    old = candidate("old", "c4.xlarge", (batch,), created=0, last_event=0)
+    room = candidate("room", "t3a.2xlarge", pods("r", 1), created=3000, last_event=3500)
+    settings = pool(
+        consolidation_policy=ConsolidationPolicy.WHEN_EMPTY,
+        expire_after_seconds=3600.0,
+        budgets=(),
+        do_not_disrupt_grace_period_seconds=1800.0,
+    )
+    state = snapshot([old, room], [settings])
+    held = explain_node(state, "old", at(3600 + 1799))
+    assert not held.is_going_away
+    assert lines_starting(held.details, "Expired: ") == [
+        "Expired: 1h29m59s old (expireAfter 1h); held by do-not-disrupt pod default/batch, "
+        "doNotDisruptGracePeriod 30m ends 2026-01-05T10:30:00+00:00"
+    ]
+    assert any("doNotDisruptGracePeriod 30m" in d for d in held.details[:4])
+    ended = explain_node(state, "old", at(3600 + 1800))
+    assert ended.is_going_away
+    (line,) = lines_starting(ended.details, "Expired: ")
+    assert line.endswith(
+        "no longer holds it (doNotDisruptGracePeriod 30m ended 2026-01-05T10:30:00+00:00) "
+        "-> acts now"
+    )
+    assert len(ended.details) <= 20  # one screen
