@@ -5,7 +5,8 @@ layer serves (so kubectl and daiku see their effects at once), is driven by stor
 and can be left out for tests that want a still cluster.
 
 - `ControlPlane` (control_plane.py): all of them, each switchable, as one async context.
-- `DefaultScheduler` (scheduler.py): kube-scheduler's stand-in.
+- `DefaultScheduler` (scheduler.py): kube-scheduler's stand-in; its pod and volume filters are
+  in scheduler_pod_rules.py, its status and Event writes in scheduler_writes.py.
 - `Kubelets` (kubelets.py): a Node and a kubelet for every EC2 instance of the cluster; the
   Node they register is built in kubelet_nodes.py, their pods run in kubelet_pods.py.
 - `DeploymentController`, `ReplicaSetController` (workloads.py), `DaemonSetController`
