@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -423,11 +424,26 @@ class Simulation:
         self.figures.peak_nodes = max(self.figures.peak_nodes, len(self.nodes))
 
 
-def run(policy: Policy, hours: float, seed: int) -> tuple[Figures, float]:
+def run(
+    policy: Policy, hours: float, seed: int, *, progress: bool = False
+) -> tuple[Figures, float]:
+    """Simulate ``hours``; with ``progress``, the running totals after each simulated hour go
+    to stderr (a long run can be read while it goes)."""
     sim = Simulation(policy, seed)
     started = time.perf_counter()
+    steps_per_hour = 3600 // STEP_SECONDS
     for step in range(int(hours * 3600 / STEP_SECONDS)):
         sim.step(float(step * STEP_SECONDS))
+        if progress and (step + 1) % steps_per_hour == 0:
+            f = sim.figures
+            print(
+                f"{policy.name} hour {(step + 1) // steps_per_hour}: launches {f.launches}, "
+                f"evictions {f.evictions}, moved twice {f.moved_twice}, pending pod-min "
+                f"{f.pending_pod_minutes}, node-hours {f.node_hours:.1f}, cost ${f.cost:.2f}, "
+                f"cpu {time.process_time():.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
     return sim.figures, time.perf_counter() - started
 
 
@@ -443,6 +459,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         choices=[p.name for p in (*POLICIES, NAIVE)],
         help="run only this policy (repeatable; default: all), e.g. to run rows in parallel",
     )
+    parser.add_argument(
+        "--progress", action="store_true", help="running totals per simulated hour on stderr"
+    )
     args = parser.parse_args(argv)
     print(f"catalog: {len(catalog())} on-demand instance types (c/m/r, gen > 4, amd64)")
     print(
@@ -452,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     chosen = [p for p in (*POLICIES, NAIVE) if not args.policy or p.name in args.policy]
     for policy in chosen:
-        figures, seconds = run(policy, args.hours, args.seed)
+        figures, seconds = run(policy, args.hours, args.seed, progress=args.progress)
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(figures.decisions.items()))
         print(
             f"{policy.name:<14} {figures.launches:>8} {figures.terminations:>10} "
