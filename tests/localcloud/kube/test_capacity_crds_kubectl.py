@@ -72,7 +72,7 @@ async def test_static_and_dynamic_nodepools_do_not_trade_places(
 async def test_nodeoverlay_columns_and_refusals(
     kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path
 ) -> None:
-    """`kubectl get nodeoverlays` shows weight and price columns; an overlay with both price
+    """`kubectl get nodeoverlays` shows weight, price and ready columns; an overlay with both price
     and priceAdjustment is refused with Karpenter's message."""
     await kubectl("apply", "-f", str(REPO / "deploy" / "crds"))
     overlays = [
@@ -84,7 +84,7 @@ async def test_nodeoverlay_columns_and_refusals(
     path.write_text(yaml.safe_dump_all(overlays))
     await kubectl("apply", "-f", str(path))
     table = (await kubectl("get", "nodeoverlays")).stdout.splitlines()
-    assert table[0].split()[:5] == ["NAME", "WEIGHT", "PRICE", "ADJUSTMENT", "AGE"]
+    assert table[0].split()[:6] == ["NAME", "WEIGHT", "PRICE", "ADJUSTMENT", "READY", "AGE"]
     assert any(line.startswith("savings-plan-m5") and "-30%" in line for line in table)
     both = {**overlays[0], "metadata": {"name": "both"}}
     both["spec"] = {**both["spec"], "price": "0.05"}
