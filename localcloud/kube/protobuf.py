@@ -92,6 +92,18 @@ SCHEMAS: Final[dict[str, dict[int, Field]]] = {
         5: ("immutable", "boolp", None),
     },
     "ServiceAccount": {1: ("metadata", "message", "ObjectMeta")},
+    "SelfSubjectReview": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("status", "message", "SelfSubjectReviewStatus"),
+    },
+    # the client sends an empty userInfo; the server fills it in
+    "SelfSubjectReviewStatus": {1: ("userInfo", "message", "Empty")},
+    "TokenReview": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("spec", "message", "TokenReviewSpec"),
+        3: ("status", "message", "Empty"),
+    },
+    "TokenReviewSpec": {1: ("token", "string", None), 2: ("audiences", "repeated", "string")},
     "SelfSubjectAccessReview": {
         1: ("metadata", "message", "ObjectMeta"),
         2: ("spec", "message", "SelfSubjectAccessReviewSpec"),
@@ -223,6 +235,8 @@ KIND_SCHEMAS: Final = {
     "ServiceAccount": "ServiceAccount",
     "Service": "Service",
     "SelfSubjectAccessReview": "SelfSubjectAccessReview",
+    "SelfSubjectReview": "SelfSubjectReview",
+    "TokenReview": "TokenReview",
 }
 
 

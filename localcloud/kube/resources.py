@@ -593,6 +593,24 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
             ("clusterrolebindings", "ClusterRoleBinding", False),
         )
     ),
+    *(
+        # who the token is: `kubectl auth whoami` and kr8s's whoami (TokenReview)
+        ResourceType(
+            "authentication.k8s.io",
+            "v1",
+            plural,
+            kind,
+            namespaced=False,
+            singular=kind.lower(),
+            has_status=False,
+            has_generation=False,
+            verbs=("create",),
+        )
+        for plural, kind in (
+            ("selfsubjectreviews", "SelfSubjectReview"),
+            ("tokenreviews", "TokenReview"),
+        )
+    ),
     ResourceType(
         "authorization.k8s.io",
         "v1",

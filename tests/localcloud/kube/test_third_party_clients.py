@@ -217,3 +217,29 @@ async def test_official_client_lists_exactly_refuses_the_future_and_reads_utc_ti
     assert "Too large resource version" in seen["future"][1]
     (ready,) = [c for c in seen["raw"]["status"]["conditions"] if c["type"] == "Ready"]
     assert ready["lastTransitionTime"] == "2026-11-26T08:00:00Z"
+
+
+async def test_kubectl_auth_whoami_and_kr8s_whoami_name_the_admin(
+    kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """`kubectl auth whoami` (a SelfSubjectReview, sent as protobuf) and kr8s's whoami (a
+    TokenReview of its token) name the one admin user; another token is not authenticated."""
+    shown = json.loads((await kubectl("auth", "whoami", "-o", "json")).stdout)
+    assert (shown["kind"], shown["apiVersion"]) == ("SelfSubjectReview", "authentication.k8s.io/v1")
+    assert shown["status"]["userInfo"]["username"] == "localcloud:admin"
+    assert "system:masters" in shown["status"]["userInfo"]["groups"]
+
+    api = await kr8s.asyncio.api(kubeconfig=str(tmp_path / "kubeconfig"))
+    try:
+        assert await api.whoami() == "localcloud:admin"  # type: ignore[no-untyped-call]
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview"}
+        async with api.call_api(
+            "POST",
+            version="authentication.k8s.io/v1",
+            url="tokenreviews",
+            content=json.dumps({**review, "spec": {"token": "not-the-token"}}),
+        ) as response:
+            assert response.json()["status"] == {"authenticated": False}
+    finally:
+        if api._session is not None:  # kr8s has no public close; its client holds a pool
+            await api._session.aclose()
