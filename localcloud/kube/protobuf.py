@@ -176,6 +176,75 @@ SCHEMAS: Final[dict[str, dict[int, Field]]] = {
         1: ("maxUnavailable", "intorstring", "IntOrString"),
         2: ("maxSurge", "intorstring", "IntOrString"),
     },
+    # rbac.authorization.k8s.io/v1 (`kubectl create role|clusterrole|rolebinding|...`)
+    "Role": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("rules", "repeated", "PolicyRule"),
+    },
+    "ClusterRole": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("rules", "repeated", "PolicyRule"),
+        3: ("aggregationRule", "message", "AggregationRule"),
+    },
+    "AggregationRule": {1: ("clusterRoleSelectors", "repeated", "LabelSelector")},
+    "PolicyRule": {
+        1: ("verbs", "repeated", "string"),
+        2: ("apiGroups", "repeated", "string"),
+        3: ("resources", "repeated", "string"),
+        4: ("resourceNames", "repeated", "string"),
+        5: ("nonResourceURLs", "repeated", "string"),
+    },
+    "RoleBinding": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("subjects", "repeated", "Subject"),
+        3: ("roleRef", "message", "RoleRef"),
+    },
+    "Subject": {
+        1: ("kind", "string", None),
+        2: ("apiGroup", "string", None),
+        3: ("name", "string", None),
+        4: ("namespace", "string", None),
+    },
+    "RoleRef": {
+        1: ("apiGroup", "string", None),
+        2: ("kind", "string", None),
+        3: ("name", "string", None),
+    },
+    # batch/v1 (`kubectl create job|cronjob`)
+    "Job": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("spec", "message", "JobSpec"),
+        3: ("status", "message", "Empty"),
+    },
+    "JobSpec": {
+        1: ("parallelism", "intp", None),
+        2: ("completions", "intp", None),
+        3: ("activeDeadlineSeconds", "intp", None),
+        4: ("selector", "message", "LabelSelector"),
+        5: ("manualSelector", "boolp", None),
+        6: ("template", "message", "PodTemplateSpec"),
+        7: ("backoffLimit", "intp", None),
+        8: ("ttlSecondsAfterFinished", "intp", None),
+    },
+    "CronJob": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("spec", "message", "CronJobSpec"),
+        3: ("status", "message", "Empty"),
+    },
+    "CronJobSpec": {
+        1: ("schedule", "string", None),
+        2: ("startingDeadlineSeconds", "intp", None),
+        3: ("concurrencyPolicy", "string", None),
+        4: ("suspend", "boolp", None),
+        5: ("jobTemplate", "message", "JobTemplateSpec"),
+        6: ("successfulJobsHistoryLimit", "intp", None),
+        7: ("failedJobsHistoryLimit", "intp", None),
+        8: ("timeZone", "string", None),
+    },
+    "JobTemplateSpec": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("spec", "message", "JobSpec"),
+    },
     "PodTemplateSpec": {
         1: ("metadata", "message", "ObjectMeta"),
         2: ("spec", "message", "PodSpec"),
@@ -237,6 +306,12 @@ KIND_SCHEMAS: Final = {
     "SelfSubjectAccessReview": "SelfSubjectAccessReview",
     "SelfSubjectReview": "SelfSubjectReview",
     "TokenReview": "TokenReview",
+    "Role": "Role",
+    "ClusterRole": "ClusterRole",
+    "RoleBinding": "RoleBinding",
+    "ClusterRoleBinding": "RoleBinding",
+    "Job": "Job",
+    "CronJob": "CronJob",
 }
 
 

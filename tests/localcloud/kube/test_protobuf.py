@@ -69,3 +69,43 @@ async def test_kubectl_create_generators(kube: KubeApiServer, kubectl: Kubectl) 
     assert pdb["spec"] == {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}}
     assert (await kube.store.get("configmaps", "c1", "default"))["data"] == {"a": "b"}
     assert (await kube.store.get("secrets", "s1", "default"))["data"] == {"x": "eQ=="}
+
+
+async def test_kubectl_create_rbac_and_batch_generators(
+    kube: KubeApiServer, kubectl: Kubectl
+) -> None:
+    """kubectl create role/clusterrole/rolebinding/clusterrolebinding/job/cronjob (protobuf
+    bodies) store the objects they describe."""
+    await kubectl("create", "role", "r1", "--verb=get,list", "--resource=pods", "--resource-name=x")
+    await kubectl("create", "clusterrole", "logs", "--verb=get", "--non-resource-url=/logs")
+    await kubectl("create", "rolebinding", "rb1", "--role=r1", "--serviceaccount=default:sa")
+    await kubectl("create", "clusterrolebinding", "crb1", "--clusterrole=logs", "--group=g")
+    await kubectl("create", "job", "j1", "--image=busybox", "--", "echo", "hi")
+    await kubectl("create", "cronjob", "c1", "--image=busybox", "--schedule=*/5 * * * *")
+
+    role = await kube.store.get("roles.rbac.authorization.k8s.io", "r1", "default")
+    assert role["rules"] == [
+        {"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"], "resourceNames": ["x"]}
+    ]
+    logs = await kube.store.get("clusterroles.rbac.authorization.k8s.io", "logs")
+    assert logs["rules"] == [{"verbs": ["get"], "nonResourceURLs": ["/logs"]}]
+    binding = await kube.store.get("rolebindings.rbac.authorization.k8s.io", "rb1", "default")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "sa", "namespace": "default"}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "r1",
+    }
+    cluster_binding = await kube.store.get("clusterrolebindings.rbac.authorization.k8s.io", "crb1")
+    assert cluster_binding["subjects"] == [
+        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "g"}
+    ]
+    job = await kube.store.get("jobs.batch", "j1", "default")
+    pod_spec = job["spec"]["template"]["spec"]
+    assert (pod_spec["restartPolicy"], pod_spec["containers"][0]["command"]) == (
+        "Never",
+        ["echo", "hi"],
+    )
+    cron = await kube.store.get("cronjobs.batch", "c1", "default")
+    assert cron["spec"]["schedule"] == "*/5 * * * *"
+    assert cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
