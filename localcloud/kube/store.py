@@ -5,8 +5,9 @@ Everything the HTTP layer serves goes through `Store`, and in-process control-pl
 
 Layout: `storage.ObjectStorage` (types, buckets, the commit, get/list/watch; `watch` holds the
 events and watchers) under `Store` (the write verbs and their admission rules, `validation`),
-with the controllers that live in the apiserver beside it: `garbage_collector`,
-`disruption_budgets` (eviction), `namespaces`, `crds` and `subresources` (binding, scale).
+with the controllers that live in the apiserver beside it: `deletion` (graceful deletion,
+finalizers, propagation), `garbage_collector`, `disruption_budgets` (eviction), `namespaces`,
+`crds` and `subresources` (binding, scale).
 
 Objects are JSON-like dicts (the wire form: `apiVersion`, `kind`, `metadata`, `spec`, `status`),
 keyed by (resource, namespace, name). A resource is named by a `ResourceType` or a string:
@@ -83,12 +84,12 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any, Final
 
 from localcloud.kube.builtin_rules import event_v1_violations
 from localcloud.kube.crds import CRD_KEY, CustomResourceDefinitions
-from localcloud.kube.disruption_budgets import TERMINAL_PHASES, DisruptionBudgets
+from localcloud.kube.deletion import Deletion
+from localcloud.kube.disruption_budgets import DisruptionBudgets
 from localcloud.kube.errors import (
     AlreadyExists,
     BadRequest,
@@ -97,7 +98,7 @@ from localcloud.kube.errors import (
     NotFound,
 )
 from localcloud.kube.fields import FieldValidation
-from localcloud.kube.garbage_collector import FOREGROUND, GarbageCollector
+from localcloud.kube.garbage_collector import GarbageCollector
 from localcloud.kube.managed_fields import Writers
 from localcloud.kube.namespaces import NamespaceLifecycle
 from localcloud.kube.objects import Clock, JsonObject, copy_json, format_timestamp, utc_now
@@ -147,6 +148,7 @@ class Store(ObjectStorage):
         self._namespaces = NamespaceLifecycle(self)
         self._crds = CustomResourceDefinitions(self)
         self._subresources = Subresources(self)
+        self._deletion = Deletion(self)
         self._service_addresses = ServiceAddresses()
         # the fieldValidation of the HTTP write being served (see `fields`)
         self.fields = FieldValidation()
@@ -455,7 +457,7 @@ class Store(ObjectStorage):
         )
         return self._served(rt, obj, copy=copy)
 
-    def _delete(  # noqa: PLR0912 - one branch per deletion rule
+    def _delete(
         self,
         rt: ResourceType,
         name: str,
@@ -465,94 +467,20 @@ class Store(ObjectStorage):
         propagation_policy: str | None = None,
         preconditions: JsonObject | None = None,
     ) -> JsonObject:
-        old = self._get(rt, name, namespace)
-        old_meta = old["metadata"]
-        for field, stored in (
-            ("uid", old_meta["uid"]),
-            ("resourceVersion", old_meta["resourceVersion"]),
-        ):
-            expected = (preconditions or {}).get(field)
-            if expected and str(expected) != stored:
-                raise Conflict(
-                    f'Operation cannot be fulfilled on {rt.group_resource} "{name}": '
-                    f"Precondition failed: {field}: {expected}, {field} in object meta: {stored}",
-                    kind=rt.plural,
-                    name=name,
-                    group=rt.group,
-                )
-        if propagation_policy not in (None, "Background", "Foreground", "Orphan"):
-            raise BadRequest(f"invalid propagationPolicy {propagation_policy!r}")
-        if propagation_policy == "Orphan" and not self._dry_run:
-            self._gc.orphan_dependents(old_meta["uid"])
-        finalizers = list(old_meta.get("finalizers") or [])
-        if (
-            propagation_policy == "Foreground"
-            and self._gc.has_dependents(old_meta["uid"])
-            and FOREGROUND not in finalizers
-        ):
-            finalizers.append(FOREGROUND)
-        grace = self._grace_seconds(rt, old, grace_period_seconds)
-        now = self._clock()
-        if old_meta.get("deletionTimestamp"):
-            current_grace = int(old_meta.get("deletionGracePeriodSeconds") or 0)
-            if grace < current_grace or finalizers != list(old_meta.get("finalizers") or []):
-                new = {**old, "metadata": {**old_meta, "finalizers": finalizers}}
-                if grace < current_grace:
-                    new["metadata"]["deletionGracePeriodSeconds"] = grace
-                    new["metadata"]["deletionTimestamp"] = format_timestamp(
-                        now + timedelta(seconds=grace)
-                    )
-                if not new["metadata"]["finalizers"]:
-                    del new["metadata"]["finalizers"]
-                if not finalizers and grace == 0:
-                    return self._remove(rt, new, old)
-                return self._commit(rt, MODIFIED, new, old)
-            return old
-        if rt.key == "v1/namespaces":
-            return self._namespaces.delete(rt, old, now)
-        if finalizers or grace > 0:
-            meta = {
-                **old_meta,
-                "deletionTimestamp": format_timestamp(now + timedelta(seconds=grace)),
-                "deletionGracePeriodSeconds": grace,
-            }
-            if finalizers:
-                meta["finalizers"] = finalizers
-            if rt.has_generation:
-                meta["generation"] = int(old_meta.get("generation", 1)) + 1
-            new = self._commit(rt, MODIFIED, {**old, "metadata": meta}, old)
-            if FOREGROUND in finalizers and not self._dry_run:
-                self._gc.delete_dependents(old_meta["uid"])
-            return new
-        return self._remove(rt, {**old, "metadata": dict(old_meta)}, old)
-
-    def _grace_seconds(self, rt: ResourceType, obj: JsonObject, requested: int | None) -> int:
-        """Only pods bound to a node and not yet terminal are deleted gracefully."""
-        if rt.key != "v1/pods":
-            return 0
-        spec = obj.get("spec") or {}
-        phase = (obj.get("status") or {}).get("phase")
-        if not spec.get("nodeName") or phase in TERMINAL_PHASES:
-            return 0
-        if requested is None:
-            requested = int(spec.get("terminationGracePeriodSeconds", 30))
-        return max(0, int(requested))
+        """`delete` of a resolved storage type (see `deletion.Deletion.delete`); the
+        controllers living in the apiserver delete through it."""
+        return self._deletion.delete(
+            rt,
+            name,
+            namespace,
+            grace_period_seconds=grace_period_seconds,
+            propagation_policy=propagation_policy,
+            preconditions=preconditions,
+        )
 
     def _remove(self, rt: ResourceType, final: JsonObject, old: JsonObject) -> JsonObject:
-        """Remove an object for good, then collect its dependents and settle its owners."""
-        final = {**final, "metadata": dict(final["metadata"])}
-        removed = self._commit(rt, DELETED, final, old)
-        if self._dry_run:
-            return removed
-        meta = removed["metadata"]
-        if rt.key == CRD_KEY:
-            self._crds.drop(removed)
-        self._gc.delete_dependents(meta["uid"])
-        for owner in meta.get("ownerReferences") or []:
-            self._gc.settle_foreground_owner(str(owner.get("uid", "")))
-        if rt.namespaced:
-            self._namespaces.settle(meta["namespace"])
-        return removed
+        """Remove an object for good (see `deletion.Deletion.remove`)."""
+        return self._deletion.remove(rt, final, old)
 
     # ------------------------------------------------------------ subresources
 
