@@ -289,10 +289,7 @@ def _pod_from_spec(
         preferred_node_affinity=_preferred_node_affinity(
             reader, node_affinity, f"{at}.affinity.nodeAffinity"
         ),
-        tolerations=tuple(
-            _toleration(reader, t, f"{at}.tolerations[{i}]")
-            for i, t in enumerate(reader.items(spec.get("tolerations"), f"{at}.tolerations"))
-        ),
+        tolerations=_tolerations(reader, spec, at),
         topology_spread=tuple(
             _spread(reader, c, f"{at}.topologySpreadConstraints[{i}]")
             for i, c in enumerate(
@@ -354,6 +351,20 @@ def _preferred_node_affinity(
             )
         )
     return tuple(result)
+
+
+def tolerations_from_k8s(obj: KubeObject) -> tuple[Toleration, ...]:
+    """A Pod's tolerations alone, read as `pod_from_k8s` reads them: the drain asks only
+    whether a pod tolerates the disrupted taint, and must not read them another way."""
+    reader = _Reader(obj, "Pod")
+    return _tolerations(reader, reader.mapping(obj.get("spec"), "spec"), "spec")
+
+
+def _tolerations(reader: _Reader, spec: dict[str, Any], at: str) -> tuple[Toleration, ...]:
+    return tuple(
+        _toleration(reader, t, f"{at}.tolerations[{i}]")
+        for i, t in enumerate(reader.items(spec.get("tolerations"), f"{at}.tolerations"))
+    )
 
 
 def _toleration(reader: _Reader, value: Any, at: str) -> Toleration:

@@ -41,7 +41,7 @@ from scheduler_svc.core.disruption import (
     nodepool_hash,
 )
 from scheduler_svc.core.disruption.settings import parse_go_duration
-from scheduler_svc.core.model import LabelSelector, NodePool, Pod
+from scheduler_svc.core.model import NodePool, Pod
 from scheduler_svc.core.requirements import LABEL_NODEPOOL
 from scheduler_svc.kube.convert import _Reader
 from scheduler_svc.kube.resources import KubeObject
@@ -255,7 +255,7 @@ def pdb_from_k8s(obj: KubeObject) -> PodDisruptionBudget:
     reader = _Reader(obj, "PodDisruptionBudget")
     spec = reader.mapping(obj.get("spec"), "spec")
     status = reader.mapping(obj.get("status"), "status")
-    selector = reader.label_selector(spec.get("selector"), "spec.selector") or LabelSelector()
+    selector = reader.label_selector(spec.get("selector"), "spec.selector")  # None: selects none
     return PodDisruptionBudget(
         namespace=str(reader.metadata.get("namespace") or "default"),
         name=reader.name,

@@ -50,11 +50,10 @@ from scheduler_svc.core.disruption.model import (
     TERMINATION_TIMESTAMP_ANNOTATION,
 )
 from scheduler_svc.core.disruption.settings import DisruptionSettingsError, parse_duration
-from scheduler_svc.core.model import LabelSelector
-from scheduler_svc.core.requirements import Operator, Requirement, RequirementError
 from scheduler_svc.core.taints import Taint, TaintEffect, Toleration
 from scheduler_svc.errors import (
     ActuatorError,
+    InvalidObjectError,
     KubeApiError,
     KubeConflictError,
     KubeInvalidError,
@@ -62,7 +61,8 @@ from scheduler_svc.errors import (
     KubeTooManyRequestsError,
     NotFoundError,
 )
-from scheduler_svc.kube.convert_disruption import do_not_disrupt_holds
+from scheduler_svc.kube.convert import tolerations_from_k8s
+from scheduler_svc.kube.convert_disruption import do_not_disrupt_holds, pdb_from_k8s
 from scheduler_svc.kube.resources import (
     NODE_CLAIMS,
     NODE_POOLS,
@@ -113,26 +113,13 @@ def pod_key(pod: KubeObject) -> str:
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
-def _tolerations(pod: KubeObject) -> list[Toleration]:
-    raw = (pod.get("spec") or {}).get("tolerations")
-    tolerations: list[Toleration] = []
-    for item in raw if isinstance(raw, list) else []:
-        if not isinstance(item, dict):
-            continue
-        effect_text = item.get("effect")
-        try:
-            effect = TaintEffect(effect_text) if effect_text else None
-        except ValueError:
-            continue  # an unknown effect tolerates nothing we set
-        tolerations.append(
-            Toleration(
-                key=str(item.get("key") or ""),
-                operator=str(item.get("operator") or "Equal"),
-                value=str(item.get("value") or ""),
-                effect=effect,
-            )
-        )
-    return tolerations
+def _tolerations(pod: KubeObject) -> tuple[Toleration, ...]:
+    """The pod's tolerations, read by the scheduler's converter; none when unreadable (the API
+    server refuses such a pod, so only a hand-made object gets here; it is drained)."""
+    try:
+        return tolerations_from_k8s(pod)
+    except InvalidObjectError:
+        return ()
 
 
 def is_drained_by_termination(pod: KubeObject) -> bool:
@@ -178,24 +165,6 @@ def clamped_grace_seconds(deadline: datetime, now: datetime) -> int:
     """The grace a forced delete gets: the whole seconds left until the deadline, at least 0
     (a pod whose grace is longer than what remains is cut short, as in Karpenter)."""
     return max(0, math.floor((deadline - now).total_seconds()))
-
-
-def _selector(pdb: KubeObject) -> LabelSelector | None:
-    """The PDB's selector; None when absent or unreadable (then it selects nothing)."""
-    raw = (pdb.get("spec") or {}).get("selector")
-    if not isinstance(raw, dict):
-        return None
-    try:
-        expressions = [
-            Requirement(
-                str(e["key"]), Operator(str(e["operator"])), tuple(map(str, e.get("values") or ()))
-            )
-            for e in raw.get("matchExpressions") or ()
-        ]
-        labels = raw.get("matchLabels") or {}
-        return LabelSelector.of({str(k): str(v) for k, v in labels.items()}, expressions)
-    except (KeyError, TypeError, ValueError, AttributeError, RequirementError):
-        return None
 
 
 def grace_period_seconds(claim: KubeObject, nodepool: KubeObject | None) -> float | None:
@@ -476,8 +445,11 @@ class Terminator:
         for pdb in self._mirror.objects(POD_DISRUPTION_BUDGETS).values():
             if _metadata(pdb).get("namespace") != namespace:
                 continue
-            selector = _selector(pdb)
-            if selector is not None and selector.matches(labels or {}):
+            try:
+                budget = pdb_from_k8s(pdb)
+            except InvalidObjectError:
+                continue  # an unreadable budget selects nothing
+            if budget.selects(labels or {}):
                 return f"{namespace}/{name_of(pdb)}"
         return None
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -15,15 +16,24 @@ from daiku_cli.main import app
 from daiku_cli.plan import build_input, instance_types_from_document
 from scheduler_svc.core import SchedulingInput, solve
 from scheduler_svc.disruption.snapshot import build_snapshot
+from scheduler_svc.kube.convert import pod_from_k8s, tolerations_from_k8s
+from scheduler_svc.kube.convert_disruption import pdb_from_k8s
 from scheduler_svc.kube.events import ObjectEvent
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
     NODE_CLAIMS,
     NODE_POOLS,
     NODES,
+    POD_DISRUPTION_BUDGETS,
     PODS,
     Resource,
 )
+from scheduler_svc.lifecycle.termination import (
+    DISRUPTED_TAINT_KEY,
+    Terminator,
+    is_drained_by_termination,
+)
+from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.state.cluster import ClusterMirror, is_provisionable_pod
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
 
@@ -227,3 +237,72 @@ def test_plan_live_and_disruption_convert_the_same_objects_alike(tmp_path: Path)
     assert (
         sorted((c["instanceType"], tuple(sorted(c["pods"]))) for c in document["nodeClaims"]) == new
     )
+
+
+WEB_POD: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "web-0", "namespace": "default", "labels": {"app": "web"}},
+    "spec": {"nodeName": "ip-10-0-0-1", "containers": [{"name": "c"}]},
+    "status": {"phase": "Running"},
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "covers"),
+    [
+        ({"selector": {"matchLabels": {"app": "web"}}}, True),
+        (
+            {"selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["x"]}]}},
+            False,
+        ),
+        ({"selector": {}}, True),  # policy/v1: an empty selector selects every pod of its namespace
+        ({}, False),  # a null selector selects none (LabelSelectorAsSelector(nil) is Nothing)
+    ],
+    ids=["labels", "expressions", "empty", "absent"],
+)
+def test_the_drain_and_the_disruption_simulator_read_a_budget_alike(
+    spec: dict[str, Any], covers: bool
+) -> None:
+    """The drain (which names the budget that refused an eviction) and the disruption
+    simulator (which counts a budget's pods) read the same PodDisruptionBudget through the one
+    converter, so they agree on which pods it covers."""
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"maxUnavailable": 1, **spec},
+        "status": {"disruptionsAllowed": 1},
+    }
+    mirror = ClusterMirror()
+    mirror.handle(ObjectEvent(POD_DISRUPTION_BUDGETS, "ADDED", copy.deepcopy(pdb)))
+    terminator = Terminator(
+        mirror=mirror,
+        writer=None,  # type: ignore[arg-type]  # pdb_of only reads the mirror
+        actuator=None,
+        metrics=SchedulerMetrics(),
+    )
+    drained_pod_covered = terminator.pdb_of(WEB_POD) == "default/web"
+    simulated_pod_covered = pdb_from_k8s(pdb).covers(pod_from_k8s(WEB_POD))
+    assert drained_pod_covered == simulated_pod_covered == covers
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "drained"),
+    [
+        ([{"operator": "Exists"}], False),
+        ([{"key": DISRUPTED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}], False),
+        ([{"key": DISRUPTED_TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}], True),
+        ([{"key": "other", "operator": "Exists"}], True),
+    ],
+    ids=["all", "disrupted", "other-effect", "other-key"],
+)
+def test_the_drain_reads_tolerations_as_the_scheduler_does(
+    tolerations: list[dict[str, Any]], drained: bool
+) -> None:
+    """Whether a pod tolerates the disrupted taint (so the drain leaves it) is read with the
+    converter that gives the solver its tolerations."""
+    pod = copy.deepcopy(WEB_POD)
+    pod["spec"]["tolerations"] = tolerations
+    assert is_drained_by_termination(pod) is drained
+    assert tolerations_from_k8s(pod) == pod_from_k8s(pod).tolerations

@@ -171,11 +171,12 @@ class Candidate:
 @dataclass(frozen=True)
 class PodDisruptionBudget:
     """A PDB: pods of ``namespace`` matching ``selector``; ``disruptions_allowed`` from its
-    status (how many more may be evicted now)."""
+    status (how many more may be evicted now). ``selector`` None: the budget has none and
+    selects no pod (Kubernetes' null selector; an empty one selects every pod)."""
 
     namespace: str
     name: str
-    selector: LabelSelector
+    selector: LabelSelector | None
     disruptions_allowed: int
 
     @property
@@ -185,7 +186,11 @@ class PodDisruptionBudget:
 
     def covers(self, pod: Pod) -> bool:
         """Whether the budget counts ``pod``."""
-        return pod.namespace == self.namespace and self.selector.matches(pod.labels)
+        return pod.namespace == self.namespace and self.selects(pod.labels)
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a pod of the budget's namespace with ``labels`` is counted."""
+        return self.selector is not None and self.selector.matches(labels)
 
 
 @dataclass(frozen=True)
