@@ -55,8 +55,8 @@ class SolverSetup:
             | {
                 name
                 for pod in (*problem.pods, *problem.daemonsets)
-                for name, _ in pod.requests().extended
                 if pod.init_containers or pod.overhead.extended
+                for name, _ in pod.requests().extended
             }
             | {name for pod in problem.daemonsets for name, _ in pod.requests().extended}
         )
