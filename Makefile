@@ -36,9 +36,8 @@ fmt:
 	$(RUN) ruff format .
 	$(RUN) ruff check --fix .
 
-mutation: setup   ## mutation testing of the pure cores and the launcher (slow; not run by CI)
-	$(RUN) mutmut run
-	$(RUN) python -m bench.mutation_scores
+mutation: setup   ## mutation testing of the pure cores and the launcher (slow; not run by CI; TARGETS=requirements ...)
+	$(RUN) python -m bench.mutation_run $(TARGETS)
 
 gen:              ## regenerate the gRPC contract from protos/
 	$(RUN) python -m grpc_tools.protoc -I protos \

@@ -1,0 +1,135 @@
+"""Run mutmut on one target (a core module or group) against the unit tests that check it,
+then print its score (bench/mutation_scores.py).
+
+mutmut reads its configuration from ``pyproject.toml`` in the working directory, and runs
+every test that reaches a mutated function. Run over all targets with the whole core suite,
+each surviving mutant of a widely used module (requirements) ran minutes of solver tests, so a
+run took hours. Each target here gets its own directory, ``.mutation/<target>/``: links to the
+repository's code and tests and a ``pyproject.toml`` whose ``[tool.mutmut]`` mutates that
+target only and selects its tests. Its ``mutants/`` stays there, so re-running a target
+re-checks only what changed.
+
+    nice python -m bench.mutation_run requirements      # one target
+    nice python -m bench.mutation_run                    # all of them (slow)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.mutation_scores import print_scores
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".mutation"
+SOLVER_CORE_TESTS = [
+    "tests/scheduler_svc/core",
+    "--ignore=tests/scheduler_svc/core/disruption",
+    # Property, cost and liveness sweeps (~110 of ~125 s): every surviving mutant would run
+    # them all. They stay in `make test`.
+    "--ignore=tests/scheduler_svc/core/test_cost.py",
+    "--ignore=tests/scheduler_svc/core/test_liveness.py",
+    "--ignore=tests/scheduler_svc/core/test_catalog_cache.py",
+    "--ignore=tests/scheduler_svc/core/test_solver_never_raises.py",
+    "--ignore=tests/scheduler_svc/core/test_properties.py",
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    mutate: list[str]
+    tests: list[str]
+
+
+TARGETS = {
+    "requirements": Target(
+        ["scheduler_svc/core/requirements.py"],
+        [
+            "tests/scheduler_svc/core/test_requirements.py",
+            "tests/scheduler_svc/core/test_requirement_oracle.py",
+            "tests/scheduler_svc/core/test_solver.py",
+            "tests/scheduler_svc/core/test_karpenter_parity.py",
+        ],
+    ),
+    "allocatable": Target(["actuator_svc/core/allocatable.py"], ["tests/actuator_svc/core"]),
+    "unavailable_offerings": Target(
+        ["actuator_svc/core/unavailable_offerings.py"],
+        [
+            "tests/actuator_svc/core",
+            "tests/actuator_svc/test_launcher.py",
+            "tests/actuator_svc/test_launcher_http.py",
+        ],
+    ),
+    "launcher": Target(
+        ["actuator_svc/launcher.py"],
+        ["tests/actuator_svc/test_launcher.py", "tests/actuator_svc/test_launcher_http.py"],
+    ),
+    "solver": Target(
+        [
+            "scheduler_svc/core/solver*.py",
+            "scheduler_svc/core/instance_fit.py",
+            "scheduler_svc/core/topology.py",
+            "scheduler_svc/core/pricing.py",
+            "scheduler_svc/core/packing.py",
+            "scheduler_svc/core/repacking.py",
+        ],
+        SOLVER_CORE_TESTS,
+    ),
+    "disruption": Target(
+        ["scheduler_svc/core/disruption/*"], ["tests/scheduler_svc/core/disruption"]
+    ),
+}
+
+
+def _pyproject_for(target: Target) -> str:
+    """The repository's pyproject.toml with ``[tool.mutmut]`` narrowed to ``target``."""
+    text = (ROOT / "pyproject.toml").read_text()
+    base = tomllib.loads(text)["tool"]["mutmut"]
+    start = text.index("[tool.mutmut]")
+    following = text.find("\n[", start + 1)
+    rest = "" if following < 0 else text[following:]
+    settings = {
+        **base,
+        "only_mutate": target.mutate,
+        "pytest_add_cli_args_test_selection": target.tests,
+    }
+    # JSON strings and arrays of strings are valid TOML values.
+    lines = [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
+    return text[:start] + "[tool.mutmut]\n" + "\n".join(lines) + "\n" + rest
+
+
+def _prepare(name: str, target: Target) -> Path:
+    work = WORK / name
+    work.mkdir(parents=True, exist_ok=True)
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    for entry in [*config["source_paths"], *config["also_copy"], "tests", "uv.lock"]:
+        link = work / entry
+        if not link.is_symlink():
+            link.symlink_to(ROOT / entry)
+    (work / "pyproject.toml").write_text(_pyproject_for(target))
+    return work
+
+
+def run(name: str) -> int:
+    work = _prepare(name, TARGETS[name])
+    mutmut = Path(sys.executable).with_name("mutmut")
+    code = subprocess.call([str(mutmut), "run"], cwd=work, env={**os.environ})
+    print_scores(work / "mutants")
+    return code
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(TARGETS)
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown:
+        sys.exit(f"unknown target(s) {unknown}; known: {', '.join(TARGETS)}")
+    sys.exit(max(run(name) for name in names))
+
+
+if __name__ == "__main__":
+    main()
