@@ -210,6 +210,14 @@ SCHEMAS: Final[dict[str, dict[int, Field]]] = {
         2: ("kind", "string", None),
         3: ("name", "string", None),
     },
+    # scheduling.k8s.io/v1 (`kubectl create priorityclass`)
+    "PriorityClass": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("value", "int", None),
+        3: ("globalDefault", "bool", None),
+        4: ("description", "string", None),
+        5: ("preemptionPolicy", "string", None),
+    },
     # batch/v1 (`kubectl create job|cronjob`)
     "Job": {
         1: ("metadata", "message", "ObjectMeta"),
@@ -312,6 +320,7 @@ KIND_SCHEMAS: Final = {
     "ClusterRoleBinding": "RoleBinding",
     "Job": "Job",
     "CronJob": "CronJob",
+    "PriorityClass": "PriorityClass",
 }
 
 

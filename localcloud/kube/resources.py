@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localcloud.kube.errors import BadRequest, Invalid
+from localcloud.kube.priority import default_priority_class
 from localcloud.kube.services import default_service
 
 JsonObject = dict[str, Any]
@@ -592,6 +593,18 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
             ("clusterroles", "ClusterRole", False),
             ("clusterrolebindings", "ClusterRoleBinding", False),
         )
+    ),
+    ResourceType(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "PriorityClass",
+        namespaced=False,
+        singular="priorityclass",
+        short_names=("pc",),
+        has_status=False,
+        has_generation=False,
+        defaulter=default_priority_class,
     ),
     *(
         # who the token is: `kubectl auth whoami` and kr8s's whoami (TokenReview)

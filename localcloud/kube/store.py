@@ -103,6 +103,7 @@ from localcloud.kube.managed_fields import Writers
 from localcloud.kube.namespaces import NamespaceLifecycle
 from localcloud.kube.objects import Clock, JsonObject, copy_json, format_timestamp, utc_now
 from localcloud.kube.patches import apply_patch
+from localcloud.kube.priority import PRIORITY_CLASSES_KEY, admit_pod
 from localcloud.kube.resources import BUILTIN_RESOURCES, ResourceType
 from localcloud.kube.schema import apply_structural_schema, validate
 from localcloud.kube.services import SERVICE_KEY, ServiceAddresses, carry_cluster_ip
@@ -258,6 +259,8 @@ class Store(ObjectStorage):
         """A new object as admission leaves it: fields checked, defaulted (a Service with its
         clusterIP), validated."""
         obj = self._checked_fields(rt, obj, None)
+        if rt.key == "v1/pods":
+            self._admit_priority(obj)
         if rt.defaulter is not None:
             rt.defaulter(obj)
         if rt.key == SERVICE_KEY:
@@ -265,6 +268,11 @@ class Store(ObjectStorage):
             raise_violations(rt, name, self._service_addresses.assign(obj, taken))
         validate_object(rt, obj)
         return obj
+
+    def _admit_priority(self, pod: JsonObject) -> None:
+        """The Priority admission plugin (priority.py) against the stored PriorityClasses."""
+        classes = self._bucket(self._types[PRIORITY_CLASSES_KEY]).objects
+        admit_pod(pod, lambda name: classes.get(("", name)), classes.values)
 
     def _checked_fields(
         self, rt: ResourceType, obj: JsonObject, old: JsonObject | None

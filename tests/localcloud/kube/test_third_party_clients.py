@@ -243,3 +243,56 @@ async def test_kubectl_auth_whoami_and_kr8s_whoami_name_the_admin(
     finally:
         if api._session is not None:  # kr8s has no public close; its client holds a pool
             await api._session.aclose()
+
+
+async def test_priority_classes_give_pods_their_priority(
+    kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """`kubectl create priorityclass` stores a class; a pod naming it gets its value and
+    preemptionPolicy, one naming no class takes the global default, one naming a missing class
+    is 403 Forbidden, and the system classes answer by name (the Priority admission plugin)."""
+    await kubectl("create", "priorityclass", "batch", "--value=1000", "--preemption-policy=Never")
+    await kubectl("create", "priorityclass", "everyone", "--value=10", "--global-default")
+
+    def pod(name: str, priority_class: str | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        return {"metadata": {"name": name}, "spec": spec}
+
+    def run() -> dict[str, Any]:
+        new_client = kubernetes.config.new_client_from_config  # untyped in the stubs
+        config = str(tmp_path / "kubeconfig")
+        with new_client(config_file=config) as api_client:  # type: ignore[no-untyped-call]
+            api_client.set_default_header("Connection", "close")
+            api: Any = kubernetes.client.CoreV1Api(api_client)
+            made = {
+                name: api.create_namespaced_pod("default", pod(name, pc)).spec
+                for name, pc in (
+                    ("job", "batch"),
+                    ("plain", None),
+                    ("node-agent", "system-node-critical"),
+                )
+            }
+            try:
+                api.create_namespaced_pod("default", pod("lost", "nope"))
+                refused: tuple[int, str] = (201, "")
+            except kubernetes.client.ApiException as error:
+                refused = (error.status, json.loads(error.body or "{}")["message"])
+            return {"made": made, "refused": refused}
+
+    seen = await asyncio.to_thread(run)
+    job, plain, agent = (seen["made"][n] for n in ("job", "plain", "node-agent"))
+    assert (job.priority, job.preemption_policy) == (1000, "Never")
+    assert (plain.priority, plain.priority_class_name) == (10, "everyone")
+    assert plain.preemption_policy == "PreemptLowerPriority"
+    assert agent.priority == 2_000_001_000
+    assert seen["refused"] == (
+        403,
+        'pods "lost" is forbidden: no PriorityClass with name nope was found',
+    )
+    listed = (await kubectl("get", "priorityclasses", "-o", "name")).stdout.split()
+    assert listed == [
+        "priorityclass.scheduling.k8s.io/batch",
+        "priorityclass.scheduling.k8s.io/everyone",
+    ]
