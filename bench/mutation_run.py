@@ -51,6 +51,7 @@ TARGETS = {
         ["scheduler_svc/core/requirements.py"],
         [
             "tests/scheduler_svc/core/test_requirements.py",
+            "tests/scheduler_svc/core/test_requirements_reading.py",
             "tests/scheduler_svc/core/test_requirement_oracle.py",
             "tests/scheduler_svc/core/test_solver.py",
             "tests/scheduler_svc/core/test_karpenter_parity.py",
@@ -67,7 +68,13 @@ TARGETS = {
     ),
     "launcher": Target(
         ["actuator_svc/launcher.py"],
-        ["tests/actuator_svc/test_launcher.py", "tests/actuator_svc/test_launcher_http.py"],
+        [
+            "tests/actuator_svc/test_launcher.py",
+            "tests/actuator_svc/test_launcher_http.py",
+            "tests/actuator_svc/test_subnet_addresses.py",
+            "tests/actuator_svc/test_capacity_reservations.py",
+            "tests/actuator_svc/test_launch_templates.py",
+        ],
     ),
     "solver": Target(
         [

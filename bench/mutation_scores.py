@@ -33,9 +33,12 @@ def equivalent_mutants(path: Path = EQUIVALENTS_FILE) -> dict[str, str]:
     return table
 
 
-def score_rows(root: Path, equivalents: dict[str, str]) -> list[tuple[str, int, int, int, int]]:
-    """(module, detected, checked, equivalent, unchecked) for every module with checked mutants;
-    ``checked`` leaves the equivalent mutants out."""
+def score_rows(
+    root: Path, equivalents: dict[str, str]
+) -> list[tuple[str, int, int, int, int, int]]:
+    """(module, detected, checked, timeouts, equivalent, unchecked) for every module with
+    checked mutants; ``checked`` leaves the equivalent mutants out, ``detected`` counts the
+    timeouts (on a busy machine a slow survivor can time out: the column shows how many)."""
     rows = []
     for meta in sorted(root.rglob("*.py.meta")):
         exit_codes: dict[str, int | None] = json.loads(meta.read_text()).get("exit_code_by_key", {})
@@ -51,7 +54,8 @@ def score_rows(root: Path, equivalents: dict[str, str]) -> list[tuple[str, int, 
         checked = detected + sum(statuses[s] for s in MISSED)
         if checked:
             module = str(meta.relative_to(root)).removesuffix(".meta")
-            rows.append((module, detected, checked, equivalent, statuses["not checked"]))
+            timeouts = statuses["timeout"]
+            rows.append((module, detected, checked, timeouts, equivalent, statuses["not checked"]))
     return rows
 
 
@@ -59,12 +63,12 @@ def print_scores(root: Path) -> None:
     """One line per module with checked mutants under ``root`` (a ``mutants`` directory)."""
     rows = score_rows(root, equivalent_mutants())
     print(
-        f"{'module':<48} {'detected':>8} {'checked':>8} {'score':>7} "
+        f"{'module':<48} {'detected':>8} {'checked':>8} {'score':>7} {'timeouts':>8} "
         f"{'equivalent':>10} {'unchecked':>9}"
     )
-    for module, detected, checked, equivalent, unchecked in rows:
+    for module, detected, checked, timeouts, equivalent, unchecked in rows:
         print(
-            f"{module:<48} {detected:>8} {checked:>8} {detected / checked:>7.1%} "
+            f"{module:<48} {detected:>8} {checked:>8} {detected / checked:>7.1%} {timeouts:>8} "
             f"{equivalent:>10} {unchecked:>9}"
         )
 
