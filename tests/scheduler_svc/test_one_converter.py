@@ -1,12 +1,13 @@
 """One converter: the same Kubernetes objects give the same core models, and the same plan, in
-the live provisioner's snapshot, the disruption simulator's snapshot and `daiku plan`."""
+the live provisioner (its snapshot, and its own round), the disruption simulator's snapshot and
+`daiku plan`; the drain reads budgets and tolerations as the simulator and the solver do."""
 
 from __future__ import annotations
 
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -15,12 +16,14 @@ from typer.testing import CliRunner
 from daiku_cli.main import app
 from daiku_cli.plan import build_input, instance_types_from_document
 from scheduler_svc.core import SchedulingInput, solve
+from scheduler_svc.core.model import InstanceType, NodeClaimPlan
 from scheduler_svc.disruption.snapshot import build_snapshot
 from scheduler_svc.kube.convert import pod_from_k8s, tolerations_from_k8s
 from scheduler_svc.kube.convert_disruption import pdb_from_k8s
 from scheduler_svc.kube.events import ObjectEvent
 from scheduler_svc.kube.resources import (
     DAEMON_SETS,
+    EC2_NODE_CLASSES,
     NODE_CLAIMS,
     NODE_POOLS,
     NODES,
@@ -28,12 +31,18 @@ from scheduler_svc.kube.resources import (
     PODS,
     Resource,
 )
+from scheduler_svc.kube.writer import KubeWriter
 from scheduler_svc.lifecycle.termination import (
     DISRUPTED_TAINT_KEY,
     Terminator,
     is_drained_by_termination,
 )
 from scheduler_svc.metrics import SchedulerMetrics
+from scheduler_svc.provisioning.batcher import Batcher
+from scheduler_svc.provisioning.catalog import InstanceTypeCatalog
+from scheduler_svc.provisioning.creator import NodeClaimCreator
+from scheduler_svc.provisioning.provisioner import Provisioner
+from scheduler_svc.provisioning.unavailable import UnavailableOfferingsCache
 from scheduler_svc.state.cluster import ClusterMirror, is_provisionable_pod
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
 
@@ -87,6 +96,17 @@ def manifests() -> list[dict[str, Any]]:
         "kubernetes.io/hostname": "ip-10-0-0-1",
     }
     return [
+        {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "role": "KarpenterNodeRole-demo",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+            },
+        },
         {
             "apiVersion": "karpenter.sh/v1",
             "kind": "NodePool",
@@ -167,6 +187,7 @@ def manifests() -> list[dict[str, Any]]:
 
 
 RESOURCES: dict[str, Resource] = {
+    "EC2NodeClass": EC2_NODE_CLASSES,
     "NodePool": NODE_POOLS,
     "Node": NODES,
     "NodeClaim": NODE_CLAIMS,
@@ -237,6 +258,67 @@ def test_plan_live_and_disruption_convert_the_same_objects_alike(tmp_path: Path)
     assert (
         sorted((c["instanceType"], tuple(sorted(c["pods"]))) for c in document["nodeClaims"]) == new
     )
+
+
+async def test_the_provisioners_own_round_asks_for_the_claims_plan_prints(tmp_path: Path) -> None:
+    """`Provisioner.provision_once` over the live mirror of the same manifests asks its
+    NodeClaim creator for the claims `daiku plan`'s input solves to (the test above shows the
+    command prints those)."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(manifests()))
+    catalog_path = tmp_path / "catalog.json"
+    catalog_path.write_text(json.dumps(CATALOG))
+    planned_claims, _ = claims(build_input([str(path)], str(catalog_path)))
+    assert planned_claims  # the manifests need new claims, so the comparison means something
+    instance_types = tuple(instance_types_from_document(CATALOG, "catalog"))
+    assert await provisioner_round(live_mirror(), instance_types) == planned_claims
+
+
+class _RecordingCreator:
+    """Stands in for NodeClaimCreator: records what the round asks for, writes nothing."""
+
+    def __init__(self) -> None:
+        self.plans: list[NodeClaimPlan] = []
+
+    async def create(self, plan: NodeClaimPlan, nodepool: Any, **_: Any) -> None:
+        self.plans.append(plan)
+
+
+class _Writer:
+    """Accepts every write (status conditions, Events) and keeps none."""
+
+    def __getattr__(self, name: str) -> Any:
+        async def write(*_: Any, **__: Any) -> dict[str, Any]:
+            return {}
+
+        return write
+
+
+class _Catalog:
+    def __init__(self, instance_types: tuple[InstanceType, ...]) -> None:
+        self._instance_types = instance_types
+
+    async def instance_types(self, node_class: Any) -> tuple[InstanceType, ...]:
+        return self._instance_types
+
+
+async def provisioner_round(
+    mirror: ClusterMirror, instance_types: tuple[InstanceType, ...]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """One `Provisioner.provision_once` over the mirror: the NodeClaims it would create."""
+    creator = _RecordingCreator()
+    provisioner = Provisioner(
+        mirror=mirror,
+        writer=cast(KubeWriter, _Writer()),
+        catalog=cast(InstanceTypeCatalog, _Catalog(instance_types)),
+        creator=cast(NodeClaimCreator, creator),
+        unavailable=UnavailableOfferingsCache(),
+        metrics=SchedulerMetrics(),
+        batcher=Batcher(idle_seconds=1, max_seconds=10),
+    )
+    result = await provisioner.provision_once()
+    assert result.invalid == []
+    return sorted((p.instance_type, tuple(sorted(p.pods))) for p in creator.plans)
 
 
 WEB_POD: dict[str, Any] = {
