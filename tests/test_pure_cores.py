@@ -1,5 +1,6 @@
-"""The pure cores read no clock: what import-linter cannot see (it checks modules, and
-`datetime` stays importable for its types) is checked here on the source."""
+"""The pure cores read no clock and no environment: what import-linter cannot see (it checks
+modules; `datetime` stays importable for its types, and builtins need no import) is checked
+here on the source."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CORES = ("scheduler_svc/core", "actuator_svc/core")
 CLOCK_READS = {"now", "utcnow", "today"}
+# Builtins that read or write the world outside the arguments (files, the terminal) or import
+# a module by name behind import-linter's back.
+WORLD_BUILTINS = {"open", "input", "print", "breakpoint", "__import__", "exec", "eval"}
 
 
 def clock_reads(source: str) -> list[int]:
@@ -38,5 +42,35 @@ def test_no_core_module_reads_the_clock(core: str) -> None:
         str(path.relative_to(ROOT)): lines
         for path in sorted((ROOT / core).rglob("*.py"))
         if (lines := clock_reads(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+
+
+def world_calls(source: str) -> list[int]:
+    """Lines calling one of WORLD_BUILTINS by its bare name."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in WORLD_BUILTINS
+    ]
+
+
+def test_the_check_sees_a_file_read() -> None:
+    """`open(...)` and `__import__("os")` are found; a method named open is not."""
+    assert world_calls("def f(p):\n    return open(p).read()\n") == [2]
+    assert world_calls("e = __import__('os').environ\n") == [1]
+    assert world_calls("def f(door):\n    return door.open()\n") == []
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_no_core_module_reads_files_or_the_terminal(core: str) -> None:
+    """No module of a pure core opens a file, prints, reads input or imports by name: what it
+    needs comes in as arguments and goes out as results."""
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / core).rglob("*.py"))
+        if (lines := world_calls(path.read_text(encoding="utf-8")))
     }
     assert found == {}
