@@ -51,6 +51,7 @@ from scheduler_svc.core.model import InstanceType
 from scheduler_svc.disruption.controller import disrupting_message
 from scheduler_svc.disruption.snapshot import build_snapshot
 from scheduler_svc.errors import KubeApiError
+from scheduler_svc.kube.convert_disruption import node_conditions_from_k8s
 from scheduler_svc.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES, KubeObject
 from scheduler_svc.kube.writer import KubeWriter, is_condition_true, name_of, timestamp, utc_now
 from scheduler_svc.metrics import SchedulerMetrics
@@ -83,15 +84,11 @@ class ReplacementSettings:
 
 
 def _statuses(node: KubeObject | None) -> tuple[tuple[str, str], ...] | None:
-    """A Node's (condition type, status) pairs; None when absent."""
+    """A Node's (condition type, status) pairs, read as node repair reads them; None when
+    absent."""
     if node is None:
         return None
-    conditions = (node.get("status") or {}).get("conditions")
-    return tuple(
-        (str(c.get("type")), str(c.get("status")))
-        for c in (conditions if isinstance(conditions, list) else [])
-        if isinstance(c, dict)
-    )
+    return tuple((c.type, c.status) for c in node_conditions_from_k8s(node))
 
 
 async def _no_instance_types() -> tuple[InstanceType, ...]:
