@@ -12,9 +12,8 @@ resources are pruned by their structural schema instead (`schema.apply_structura
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from pathlib import Path
@@ -45,19 +44,14 @@ class FieldValidation:
         self.mode: str | None = None
         self.warnings: list[str] = []
 
-    @contextlib.contextmanager
-    def requested(self, mode: str) -> Iterator[list[str]]:
-        """Apply `mode` to the writes inside the block; yields the warnings they produce."""
+    def requested(self, mode: str) -> _Requested:
+        """Apply `mode` to the writes inside the `with` block; it gives the warnings they
+        produce."""
         if mode not in FIELD_VALIDATION_MODES:
             raise BadRequest(
                 f'invalid fieldValidation "{mode}": must be one of Ignore, Warn, Strict'
             )
-        previous = self.mode, self.warnings
-        self.mode, self.warnings = mode, []
-        try:
-            yield self.warnings
-        finally:
-            self.mode, self.warnings = previous
+        return _Requested(self, mode)
 
     def check_builtin(self, rt: ResourceType, obj: JsonObject) -> JsonObject:
         """`obj` without the fields its built-in kind does not declare (a copy when any)."""
@@ -90,6 +84,26 @@ class FieldValidation:
                 f"strict decoding error: {fields}"
             )
         self.warnings.extend(f'unknown field "{path}"' for path in unknown)
+
+
+class _Requested:
+    """`FieldValidation.requested`'s block: a class, not a generator, as every HTTP write
+    enters one (a generator-based context manager costs a few microseconds more)."""
+
+    __slots__ = ("_mode", "_owner", "_previous")
+
+    def __init__(self, owner: FieldValidation, mode: str) -> None:
+        self._owner, self._mode = owner, mode
+        self._previous: tuple[str | None, list[str]] = (None, [])
+
+    def __enter__(self) -> list[str]:
+        owner = self._owner
+        self._previous = owner.mode, owner.warnings
+        owner.mode, owner.warnings = self._mode, []
+        return owner.warnings
+
+    def __exit__(self, *_: object) -> None:
+        self._owner.mode, self._owner.warnings = self._previous
 
 
 def _needs_rewrite(value: Any, type_name: str) -> bool:

@@ -6,9 +6,7 @@ An entry is identified by (manager, operation, subresource), as kube-apiserver d
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -335,14 +333,9 @@ class Writers:
         self.writer: Writer | None = None
         self.applied = False
 
-    @contextlib.contextmanager
-    def writing(self, writer: Writer, *, applied: bool = False) -> Iterator[None]:
-        previous = self.writer, self.applied
-        self.writer, self.applied = writer, applied
-        try:
-            yield
-        finally:
-            self.writer, self.applied = previous
+    def writing(self, writer: Writer, *, applied: bool = False) -> _Writing:
+        """`writer` writes inside the `with` block (`applied`: its entries are computed)."""
+        return _Writing(self, writer, applied=applied)
 
     def record(
         self, rt: ResourceType, old: JsonObject | None, new: JsonObject, clock: Clock
@@ -370,3 +363,21 @@ class Writers:
             meta["managedFields"] = entries
         else:
             meta.pop("managedFields", None)
+
+
+class _Writing:
+    """`Writers.writing`'s block: a class, not a generator, as every HTTP write enters one."""
+
+    __slots__ = ("_applied", "_owner", "_previous", "_writer")
+
+    def __init__(self, owner: Writers, writer: Writer, *, applied: bool) -> None:
+        self._owner, self._writer, self._applied = owner, writer, applied
+        self._previous: tuple[Writer | None, bool] = (None, False)
+
+    def __enter__(self) -> None:
+        owner = self._owner
+        self._previous = owner.writer, owner.applied
+        owner.writer, owner.applied = self._writer, self._applied
+
+    def __exit__(self, *_: object) -> None:
+        self._owner.writer, self._owner.applied = self._previous
