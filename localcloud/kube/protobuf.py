@@ -218,6 +218,23 @@ SCHEMAS: Final[dict[str, dict[int, Field]]] = {
         4: ("description", "string", None),
         5: ("preemptionPolicy", "string", None),
     },
+    # autoscaling/v1 (`kubectl autoscale`)
+    "HorizontalPodAutoscaler": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("spec", "message", "HorizontalPodAutoscalerSpec"),
+        3: ("status", "message", "Empty"),
+    },
+    "HorizontalPodAutoscalerSpec": {
+        1: ("scaleTargetRef", "message", "CrossVersionObjectReference"),
+        2: ("minReplicas", "intp", None),
+        3: ("maxReplicas", "int", None),
+        4: ("targetCPUUtilizationPercentage", "intp", None),
+    },
+    "CrossVersionObjectReference": {
+        1: ("kind", "string", None),
+        2: ("name", "string", None),
+        3: ("apiVersion", "string", None),
+    },
     # batch/v1 (`kubectl create job|cronjob`)
     "Job": {
         1: ("metadata", "message", "ObjectMeta"),
@@ -321,6 +338,7 @@ KIND_SCHEMAS: Final = {
     "Job": "Job",
     "CronJob": "CronJob",
     "PriorityClass": "PriorityClass",
+    "HorizontalPodAutoscaler": "HorizontalPodAutoscaler",
 }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from localcloud.kube.autoscaling import default_hpa_v2, hpa_v1_to_v2, hpa_v2_to_v1
 from localcloud.kube.errors import BadRequest, Invalid
 from localcloud.kube.priority import default_priority_class
 from localcloud.kube.services import default_service
@@ -556,6 +557,20 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         singular="horizontalpodautoscaler",
         short_names=("hpa",),
         categories=("all",),
+        defaulter=default_hpa_v2,
+    ),
+    ResourceType(  # what `kubectl autoscale` writes, served from the v2 objects
+        "autoscaling",
+        "v1",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        namespaced=True,
+        singular="horizontalpodautoscaler",
+        short_names=("hpa",),
+        categories=("all",),
+        storage_key="autoscaling/v2/horizontalpodautoscalers",
+        to_storage=hpa_v1_to_v2,
+        from_storage=hpa_v2_to_v1,
     ),
     ResourceType(
         "networking.k8s.io",

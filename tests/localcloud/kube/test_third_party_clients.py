@@ -17,6 +17,7 @@ import pytest
 import yaml
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
 from lightkube.resources.core_v1 import PodEviction
 
 from localcloud.kube.server import KubeApiServer
@@ -295,4 +296,35 @@ async def test_priority_classes_give_pods_their_priority(
     assert listed == [
         "priorityclass.scheduling.k8s.io/batch",
         "priorityclass.scheduling.k8s.io/everyone",
+    ]
+
+
+async def test_kubectl_autoscale_writes_v1_and_both_versions_read_one_object(
+    kube: KubeApiServer, kubectl: Kubectl, lightkube: AsyncClient
+) -> None:
+    """`kubectl autoscale` (autoscaling/v1, protobuf) creates an HPA that lightkube reads as
+    autoscaling/v2 with the cpu target as a metric; `kubectl get hpa` shows it; one without
+    --cpu-percent gets v2's default of 80 %."""
+    await kubectl("create", "deployment", "web", "--image=nginx")
+    await kubectl("create", "deployment", "api", "--image=nginx")
+    await kubectl("autoscale", "deployment", "web", "--min=2", "--max=5", "--cpu-percent=60")
+    await kubectl("autoscale", "deployment", "api", "--max=3")
+
+    web = await lightkube.get(HorizontalPodAutoscaler, "web", namespace="default")
+    assert web.spec is not None
+    assert (web.spec.minReplicas, web.spec.maxReplicas) == (2, 5)
+    assert web.spec.scaleTargetRef.name == "web"
+    (metric,) = web.spec.metrics or []
+    assert metric.resource is not None
+    assert (metric.resource.name, metric.resource.target.averageUtilization) == ("cpu", 60)
+    v1 = json.loads(
+        (
+            await kubectl("get", "horizontalpodautoscalers.v1.autoscaling", "api", "-o", "json")
+        ).stdout
+    )
+    assert (v1["apiVersion"], v1["spec"]["minReplicas"]) == ("autoscaling/v1", 1)
+    assert v1["spec"]["targetCPUUtilizationPercentage"] == 80
+    assert (await kubectl("get", "hpa", "-o", "name")).stdout.split() == [
+        "horizontalpodautoscaler.autoscaling/api",
+        "horizontalpodautoscaler.autoscaling/web",
     ]
