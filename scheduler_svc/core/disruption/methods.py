@@ -40,6 +40,7 @@ from scheduler_svc.core.disruption.model import (
 )
 from scheduler_svc.core.disruption.multi_node import Outcome as _Outcome
 from scheduler_svc.core.disruption.multi_node import (
+    admitted_types,
     capacity_price_floor,
     could_fit,
     free_room,
@@ -102,6 +103,7 @@ class _Pass:
         self.blocked: dict[str, BlockedNode] = {}
         self.decisions: list[DisruptionDecision] = []
         self._free: dict[str, dict[str, int]] | None = None
+        self._admitted: tuple[InstanceType, ...] | None = None
 
     # -- budgets ---------------------------------------------------------------------------
 
@@ -179,6 +181,13 @@ class _Pass:
         no delete simulation can succeed; checked first because most merges fail)."""
         pods = [p.pod for c in moving for p in c.reschedulable_pods()]
         return could_fit(pods, self.rooms_staying(moving))
+
+    def admitted_types(self) -> tuple[InstanceType, ...]:
+        """The catalog as the NodePools that take moved pods may launch it (computed once)."""
+        if self._admitted is None:
+            pools = [p.nodepool for p in self.snapshot.nodepools if not p.nodepool.is_static]
+            self._admitted = admitted_types(self.snapshot.instance_types, pools)
+        return self._admitted
 
     def rooms_staying(self, moving: Sequence[Candidate]) -> list[dict[str, int]]:
         """The free room of every node that would stay if ``moving`` went."""
@@ -683,7 +692,7 @@ def _several_nodes_floor(state: _Pass, nodes: Sequence[Candidate], old_price: fl
     cost for their pods (``multi_node.capacity_price_floor``, less the room of the nodes that
     stay)."""
     pods = [p.pod for c in nodes for p in c.reschedulable_pods()]
-    cheaper = _cheaper_types(state.snapshot.instance_types, old_price, state.options)
+    cheaper = _cheaper_types(state.admitted_types(), old_price, state.options)
     return capacity_price_floor(pods, cheaper, state.rooms_staying(nodes), len(nodes) - 1)
 
 

@@ -24,6 +24,7 @@ Pure: the caller passes the simulation (``attempt``) in; nothing here reads a cl
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -32,10 +33,13 @@ from scheduler_svc.core.model import (
     InstanceType,
     Node,
     NodeClaimPlan,
+    NodePool,
+    Offering,
     OfferingOption,
     Pod,
     Resources,
 )
+from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE
 
 
 @dataclass(frozen=True)
@@ -146,14 +150,16 @@ def capacity_price_floor(
     """A lower bound on what at most ``most_nodes`` new nodes of ``types`` cost (USD/h) to hold
     what of ``pods`` the summed free ``rooms`` cannot: per resource (cpu, memory), the
     shortfall at the lowest price per unit of allocatable any type offers; infinite when
-    ``most_nodes`` of the largest type lack the room. No such set of nodes costs less, so a
-    merge whose floor saves too little needs no simulation."""
+    ``most_nodes`` of the largest type lack the room. Pods all of one shape (a Deployment's)
+    are counted in whole pods per node too (``_whole_pods_floor``). No such set of nodes costs
+    less, so a merge whose floor saves too little needs no simulation."""
+    rooms = list(rooms)
     wanted = total_requests(pods).as_mapping()
     free: dict[str, int] = {}
     for room in rooms:
         for name, amount in room.items():
             free[name] = free.get(name, 0) + amount
-    floor = 0.0
+    floor = _whole_pods_floor(pods, types, rooms, most_nodes)
     for name in ("cpu", "memory"):
         short = wanted.get(name, 0) - free.get(name, 0)
         if short <= 0:
@@ -167,6 +173,83 @@ def capacity_price_floor(
             return float("inf")
         floor = max(floor, short * min(price / size for size, price in sizes))
     return floor
+
+
+def _whole_pods_floor(
+    pods: Sequence[Pod],
+    types: Sequence[InstanceType],
+    rooms: Sequence[Mapping[str, int]],
+    most_nodes: int,
+) -> float:
+    """For pods of one shape: those the staying rooms cannot take, each at the lowest price per
+    pod any type offers (its price over how many whole pods its allocatable holds), infinite
+    when ``most_nodes`` of the type holding the most cannot take them; 0 for mixed shapes
+    (pods of different shapes share nodes in ways a per-pod price does not bound). On full
+    nodes this is the floor that counts: their free room is less than one pod, which a
+    per-resource floor prices as if another pod's fraction could use it."""
+    requests = {tuple(sorted(p.requests().as_mapping().items())) for p in pods}
+    if len(requests) != 1:
+        return 0.0
+    request = dict(next(iter(requests)))
+    left = len(pods) - sum(_whole_fits(request, room) for room in rooms)
+    if left <= 0:
+        return 0.0
+    per_node = [
+        (
+            _whole_fits(request, t.allocatable.as_mapping()),
+            min(o.price_per_hour for o in t.offerings),
+        )
+        for t in types
+        if t.offerings
+    ]
+    usable = [(count, price) for count, price in per_node if count > 0]
+    if not usable or left > most_nodes * max(count for count, _ in usable):
+        return float("inf")
+    return left * min(price / count for count, price in usable)
+
+
+def _whole_fits(request: Mapping[str, int], room: Mapping[str, int]) -> int:
+    """How many pods asking ``request`` fit in ``room``."""
+    return min(
+        (room.get(name, 0) // amount for name, amount in request.items() if amount > 0), default=0
+    )
+
+
+def admitted_types(
+    types: Sequence[InstanceType], pools: Sequence[NodePool]
+) -> tuple[InstanceType, ...]:
+    """``types`` with only the offerings some of ``pools`` may launch (types with none left
+    out), judged on the requirement keys a type's labels or an offering's zone and capacity
+    type define (the others are left to the solver: the floor only needs a superset)."""
+    out = []
+    for instance_type in types:
+        offerings = tuple(
+            o
+            for o in instance_type.offerings
+            if any(_admits(pool, instance_type, o) for pool in pools)
+        )
+        if len(offerings) == len(instance_type.offerings):
+            out.append(instance_type)
+        elif offerings:
+            out.append(dataclasses.replace(instance_type, offerings=offerings))
+    return tuple(out)
+
+
+def _admits(pool: NodePool, instance_type: InstanceType, offering: Offering) -> bool:
+    for requirement in pool.requirements:
+        if requirement.key == LABEL_ZONE:
+            value: str | None = offering.zone
+        elif requirement.key == LABEL_CAPACITY_TYPE:
+            value = offering.capacity_type
+        elif requirement.key == LABEL_INSTANCE_TYPE:
+            value = instance_type.name
+        elif requirement.key in instance_type.labels:
+            value = instance_type.labels[requirement.key]
+        else:
+            continue
+        if not requirement.value_set().allows(value):
+            return False
+    return True
 
 
 def shared_offerings(
@@ -203,6 +286,7 @@ def several_message(
 __all__ = [
     "MultiNodeSearch",
     "Outcome",
+    "admitted_types",
     "capacity_price_floor",
     "could_fit",
     "free_room",

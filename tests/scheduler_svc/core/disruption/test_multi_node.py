@@ -27,12 +27,15 @@ from scheduler_svc.core.disruption import (
 )
 from scheduler_svc.core.disruption.multi_node import (
     Outcome,
+    admitted_types,
     capacity_price_floor,
     could_fit,
     free_room,
     search,
     types_holding,
 )
+from scheduler_svc.core.model import NodePool
+from scheduler_svc.core.requirements import Operator, Requirement
 from tests.scheduler_svc.core.disruption.builders import (
     CATALOG,
     app_pod,
@@ -338,15 +341,22 @@ def test_a_merge_into_as_many_nodes_is_refused(tmp_path: Path) -> None:
 
 def test_the_capacity_floor_prices_the_shortfall_at_the_cheapest_unit() -> None:
     """Four 1-CPU pods, one c4.large's free room staying (930m): the new nodes need 3,070m of
-    cpu at least, at the catalog's lowest price per allocatable millicore; infinite when the
-    allowed number of the largest type cannot hold that much."""
+    cpu at least, at the catalog's lowest price per allocatable millicore, and four whole pods,
+    at the lowest price per pod, the higher of the two; infinite when the allowed number of
+    the largest type cannot hold that much."""
     c4 = [t for t in CATALOG if t.name.startswith("c4.")]
     pods = [app_pod(f"p{i}", ONE_CPU) for i in range(4)]
     rooms = [free_room(n.to_node()) for n in one_cpu_nodes(1)]
     per_milli = min(
         min(o.price_per_hour for o in t.offerings) / t.allocatable.cpu_millis for t in c4
     )
-    assert capacity_price_floor(pods, c4, rooms, 3) == pytest.approx(3070 * per_milli)
+    per_pod = min(
+        min(o.price_per_hour for o in t.offerings) / (t.allocatable.cpu_millis // ONE_CPU)
+        for t in c4
+    )
+    # No whole pod fits in 930m: four pods at the best price per whole pod (c4.2xlarge, 7).
+    assert capacity_price_floor(pods, c4, rooms, 3) == pytest.approx(4 * per_pod)
+    assert 4 * per_pod > 3070 * per_milli
     large = [t for t in c4 if t.name == "c4.large"]
     assert capacity_price_floor(pods, large, rooms, 1) == float("inf")
 
@@ -363,3 +373,28 @@ def test_a_do_not_disrupt_pod_keeps_its_node_out_of_the_n_to_m_merge(tmp_path: P
     assert "x1" not in decision.nodes
     assert len(decision.replacements) < len(decision.nodes)
     assert "do-not-disrupt" in {b.node: b.message for b in plan.blocked}["x1"]
+
+
+def test_the_floor_counts_whole_pods_per_node_for_one_shape() -> None:
+    """Four 1-CPU pods, no room staying: a c4.large (1,930m) holds one whole pod, so the floor
+    is four of its $0.10/h (a per-millicore floor would price them at about $0.21/h)."""
+    large = [t for t in CATALOG if t.name == "c4.large"]
+    pods = [app_pod(f"p{i}", ONE_CPU) for i in range(4)]
+    assert capacity_price_floor(pods, large, [], 4) == pytest.approx(0.40)
+
+
+def test_admitted_types_keep_what_the_node_pools_may_launch() -> None:
+    """The floor prices only what a NodePool may launch: a pool of two c4 types leaves the
+    others out, a spot-only pool every on-demand offering."""
+    two = NodePool(
+        "two",
+        requirements=(
+            Requirement("node.kubernetes.io/instance-type", Operator.IN, ("c4.large", "c4.xlarge")),
+        ),
+    )
+    assert [t.name for t in admitted_types(CATALOG, [two])] == ["c4.large", "c4.xlarge"]
+    spot = NodePool(
+        "spot", requirements=(Requirement("karpenter.sh/capacity-type", Operator.IN, ("spot",)),)
+    )
+    assert admitted_types(CATALOG, [spot]) == ()
+    assert admitted_types(CATALOG, [NodePool("any")]) == CATALOG
