@@ -35,9 +35,9 @@ from scheduler_svc.core.requirements import CAPACITY_TYPE_SPOT
 _UNLIMITED = 1 << 30
 
 
-def _pod_blocker(snapshot: DisruptionSnapshot, candidate: Candidate) -> str | None:
+def _pod_blocker(snapshot: DisruptionSnapshot, candidate: Candidate, now: datetime) -> str | None:
     for pod in candidate.pods:
-        if pod.do_not_disrupt:
+        if pod.holds(now):  # a timed hold (do-not-disrupt: "1h") ends like everywhere else
             return f"do-not-disrupt pod {pod.key}"
     for pod in candidate.reschedulable_pods():
         for pdb in snapshot.pdbs:
@@ -92,7 +92,7 @@ def plan_rebalance(
     blocked: list[BlockedNode] = []
     for candidate in wanted:
         why = f"rebalance recommended at {candidate.rebalance_recommended_at:%H:%M:%S}"
-        blocker = _pod_blocker(snapshot, candidate)
+        blocker = _pod_blocker(snapshot, candidate, now)
         if blocker is None:
             left, which = _budget_left(
                 snapshot, candidate.nodepool, now, chosen.get(candidate.nodepool, 0)

@@ -9,6 +9,7 @@ from scheduler_svc.core.disruption import (
     DISRUPTION_BLOCKED,
     Budget,
     Candidate,
+    CandidatePod,
     DisruptionReason,
     DisruptionSettings,
     DisruptionSettingsError,
@@ -16,7 +17,14 @@ from scheduler_svc.core.disruption import (
     plan_rebalance,
     rebalance_status,
 )
-from tests.scheduler_svc.core.disruption.builders import at, candidate, pods, pool, snapshot
+from tests.scheduler_svc.core.disruption.builders import (
+    app_pod,
+    at,
+    candidate,
+    pods,
+    pool,
+    snapshot,
+)
 
 REPLACE = RebalanceRecommendationPolicy.REPLACE
 
@@ -122,3 +130,14 @@ def test_rebalance_status_names_the_policy() -> None:
     assert "replaced first" in rebalance_status(replace, node)
     plain = spot("n2", recommended=None)
     assert rebalance_status(replace, plain).startswith("rebalance: no recommendation")
+
+
+@pytest.mark.parametrize(("now", "held"), [(599, True), (600, False)])
+def test_a_timed_do_not_disrupt_pod_holds_it_until_its_end(now: int, held: bool) -> None:
+    """``do-not-disrupt: "10m"`` ends at start + 10 min for a rebalance too (it held for good)."""
+    hold = CandidatePod(app_pod("batch"), do_not_disrupt=True, do_not_disrupt_until=at(600))
+    node = candidate(
+        "n1", "c4.xlarge", (hold,), capacity_type="spot", rebalance_recommended_at=at(0)
+    )
+    plan = plan_rebalance(snapshot([node], pools=[pool(rebalance_policy=REPLACE)]), at(now))
+    assert [d.nodes for d in plan.decisions] == ([] if held else [("n1",)])
