@@ -43,7 +43,7 @@ import json
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import structlog
@@ -59,6 +59,7 @@ from localcloud.kube.errors import (
     Unauthorized,
 )
 from localcloud.kube.managed_fields import Writer, check_manager, default_manager
+from localcloud.kube.objects import format_timestamp
 from localcloud.kube.representations import (
     Representation,
     partial_metadata,
@@ -403,6 +404,8 @@ class KubeApi:
             raise MethodNotAllowed(f"{method} is not supported on a collection")
         if subresource == "scale" and rt.has_scale:
             return await self._writes.scale(request, rt, namespace, name)
+        if subresource == "token" and rt.key == "v1/serviceaccounts" and method == "POST":
+            return await self._token_request(request, rt, namespace or "", name)
         if subresource in ("binding", "eviction") and rt.key == "v1/pods" and method == "POST":
             return await self._writes.pod_action(request, subresource, namespace or "", name)
         if subresource not in (None, "status", "finalize") or (
@@ -521,6 +524,30 @@ class KubeApi:
                 "kind": rt.kind,
                 "metadata": meta,
                 "status": status,
+            },
+            201,
+        )
+
+    async def _token_request(
+        self, request: web.Request, rt: ResourceType, namespace: str, name: str
+    ) -> web.Response:
+        """A TokenRequest for an existing ServiceAccount gets the server's one token (every
+        token here is the all-powerful admin), valid for expirationSeconds (an hour by
+        default) as far as the answer says."""
+        await self.store.get(rt, name, namespace, copy=False)  # 404 for a missing account
+        review = await read_body(request)
+        spec = dict(review.get("spec") or {})
+        seconds = int(spec.get("expirationSeconds") or 3600)
+        spec["expirationSeconds"] = seconds
+        spec.setdefault("audiences", ["https://kubernetes.default.svc"])
+        expires = self._clock() + timedelta(seconds=seconds)
+        return json_response(
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
+                "spec": spec,
+                "status": {"token": self.token, "expirationTimestamp": format_timestamp(expires)},
             },
             201,
         )

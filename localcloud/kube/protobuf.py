@@ -218,6 +218,28 @@ SCHEMAS: Final[dict[str, dict[int, Field]]] = {
         4: ("description", "string", None),
         5: ("preemptionPolicy", "string", None),
     },
+    # authentication.k8s.io/v1 TokenRequest (`kubectl create token`)
+    "TokenRequest": {
+        1: ("metadata", "message", "ObjectMeta"),
+        2: ("spec", "message", "TokenRequestSpec"),
+        3: ("status", "message", "TokenRequestStatus"),
+    },
+    "TokenRequestSpec": {
+        1: ("audiences", "repeated", "string"),
+        3: ("boundObjectRef", "message", "BoundObjectReference"),
+        4: ("expirationSeconds", "intp", None),
+    },
+    "BoundObjectReference": {
+        1: ("kind", "string", None),
+        2: ("apiVersion", "string", None),
+        3: ("name", "string", None),
+        4: ("uid", "string", None),
+    },
+    # the client sends them empty; the server fills them in
+    "TokenRequestStatus": {
+        1: ("token", "string", None),
+        2: ("expirationTimestamp", "message", "Empty"),
+    },
     # autoscaling/v1 (`kubectl autoscale`)
     "HorizontalPodAutoscaler": {
         1: ("metadata", "message", "ObjectMeta"),
@@ -339,6 +361,7 @@ KIND_SCHEMAS: Final = {
     "CronJob": "CronJob",
     "PriorityClass": "PriorityClass",
     "HorizontalPodAutoscaler": "HorizontalPodAutoscaler",
+    "TokenRequest": "TokenRequest",
 }
 
 

@@ -435,6 +435,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
         short_names=("sa",),
         has_status=False,
         has_generation=False,
+        extra_subresources=("token",),
     ),
     ResourceType(
         "",

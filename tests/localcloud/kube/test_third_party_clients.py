@@ -328,3 +328,17 @@ async def test_kubectl_autoscale_writes_v1_and_both_versions_read_one_object(
         "horizontalpodautoscaler.autoscaling/api",
         "horizontalpodautoscaler.autoscaling/web",
     ]
+
+
+async def test_kubectl_create_token_gets_a_token_that_works(
+    kube: KubeApiServer, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """`kubectl create token` (a TokenRequest on serviceaccounts/token, protobuf) answers a
+    token kubectl can then use; a missing ServiceAccount is NotFound."""
+    await kubectl("create", "serviceaccount", "ci")
+    token = (await kubectl("create", "token", "ci", "--duration=10m")).stdout.strip()
+    listed = await kubectl("get", "serviceaccounts", "-o", "name", f"--token={token}")
+    assert "serviceaccount/ci" in listed.stdout.split()
+    missing = await kubectl("create", "token", "nobody", check=False)
+    assert missing.returncode != 0
+    assert 'serviceaccounts "nobody" not found' in missing.stderr
