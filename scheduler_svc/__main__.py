@@ -9,7 +9,6 @@ Kubernetes restarts the pod), 0 on a clean shutdown.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import signal
 import sys
@@ -18,21 +17,6 @@ import structlog
 
 from scheduler_svc.service import ControllerCrashedError, SchedulerService
 from scheduler_svc.settings import SchedulerSettings, SettingsError, load_settings
-
-# Objects allocated between collections of the youngest generation (Python's default: 700).
-# The scheduler mirrors the cluster (millions of objects at 10k pods) and each watch event and
-# round allocates thousands more that reference counting frees; collecting every 700 found
-# little and cost ~40 % of a 10k-pod round's CPU (bench.scheduling --live --pods 10000: round
-# 0.97 -> 0.55 s CPU, ingest 0.42 -> 0.22 s). `daiku plan` raises it for the same reason.
-GC_FIRST_THRESHOLD = 50_000
-
-
-def tune_garbage_collector() -> None:
-    """Fewer young collections (see GC_FIRST_THRESHOLD), and the start-up's objects (modules,
-    classes: ~60k, never garbage) frozen so that full collections stop scanning them."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_FIRST_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def configure_logging(level: str, log_format: str) -> None:
@@ -76,7 +60,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m scheduler_svc: {error}", file=sys.stderr)  # noqa: T201
         return 2
     configure_logging(settings.log_level, settings.log_format)
-    tune_garbage_collector()
     try:
         asyncio.run(_main(settings))
     except ControllerCrashedError:
