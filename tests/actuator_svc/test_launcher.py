@@ -23,6 +23,7 @@ from actuator_svc.core.node_class import (
     SubnetTerm,
 )
 from actuator_svc.core.offerings import OfferingKey
+from actuator_svc.core.tags import NODECLAIM_TAG
 from actuator_svc.core.unavailable_offerings import UnavailableOfferings
 from actuator_svc.core.user_data import ClusterEndpoint
 from actuator_svc.errors import CloudPermanentError, OfferingsExhaustedError
@@ -74,7 +75,10 @@ def make_cloud() -> FakeCloud:
 
 
 def make_launcher(
-    cloud: FakeCloud, clock: Clock, templates: LaunchTemplateCollector | None = None
+    cloud: FakeCloud,
+    clock: Clock,
+    templates: LaunchTemplateCollector | None = None,
+    lookup_seconds: float = 0.0,  # the fake shows an instance at once
 ) -> tuple[Launcher, UnavailableOfferings]:
     unavailable = UnavailableOfferings()
     catalog = Catalog(cloud, region="us-east-1", unavailable=unavailable, clock=clock)
@@ -86,7 +90,7 @@ def make_launcher(
         cluster=ClusterEndpoint(name="demo"),
         clock=clock,
         metrics=ActuatorMetrics(),
-        lookup_seconds=0.0,  # the fake shows an instance at once
+        lookup_seconds=lookup_seconds,
         templates=templates,
     )
     return launcher, unavailable
@@ -217,10 +221,8 @@ class NetworkCloud(FakeCloud):
         return await super().create_fleet(request)
 
 
-def make_network_cloud() -> NetworkCloud:
-    cloud = NetworkCloud(
-        instance_types=TYPES, zones=dict.fromkeys(TYPES, ZONES), on_demand_prices={}
-    )
+def make_network_cloud(kind: type[NetworkCloud] = NetworkCloud) -> NetworkCloud:
+    cloud = kind(instance_types=TYPES, zones=dict.fromkeys(TYPES, ZONES), on_demand_prices={})
     seeded = make_cloud()
     cloud.od_prices, cloud.spot = seeded.od_prices, seeded.spot
     cloud.subnets, cloud.security_groups = seeded.subnets, seeded.security_groups
@@ -372,3 +374,36 @@ async def test_custom_ami_family_passes_the_user_data_as_is() -> None:
     assert user_data[0] == "#!/bin/bash\necho mine\n"
     assert "NodeConfig" in user_data[1]
     assert "echo mine" in user_data[1]
+
+
+class LateCloud(NetworkCloud):
+    """A cloud whose look-ups by claim miss a new instance a few times, as AWS's eventually
+    consistent DescribeInstances can."""
+
+    hidden_claim_lookups = 0
+
+    async def find_instances(self, *args: Any, **kwargs: Any) -> list[Instance]:
+        found = await super().find_instances(*args, **kwargs)
+        if NODECLAIM_TAG in args[0] and self.hidden_claim_lookups:
+            self.hidden_claim_lookups -= 1
+            return []
+        return found
+
+
+async def test_a_replica_that_lost_a_step_waits_for_the_instance_to_show() -> None:
+    """A replica whose step was decided by another waits (up to lookup_seconds) for the
+    instance that step launched rather than launching a second one."""
+    cloud = make_network_cloud(LateCloud)
+    assert isinstance(cloud, LateCloud)
+    clock = Clock()
+    first, _ = make_launcher(cloud, clock)
+    second, second_cache = make_launcher(cloud, clock, lookup_seconds=5.0)
+    claim = request("late-1", spot("m5.large"), spot("m5.large", "us-east-1b"))
+    launched = await first.launch(claim)
+    # The second replica's cache rules out what the first sent: its step 0 differs.
+    second_cache.mark(spot("m5.large"), "InsufficientInstanceCapacity", clock.now)
+    cloud.hidden_claim_lookups = 2  # its check before launching, then its first look-up
+    found = await second.launch(claim)
+    assert found.instance.id == launched.instance.id
+    assert list(cloud.instances) == [launched.instance.id]
+    assert cloud.hidden_claim_lookups == 0

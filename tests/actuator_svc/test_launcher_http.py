@@ -232,3 +232,46 @@ async def test_persistent_throttling_is_unavailable_not_exhausted(
     with pytest.raises(CloudUnavailableError, match="RequestLimitExceeded"):
         await rig.launcher.launch(request("throttled-2", od("m5.large")))
     assert rig.unavailable.active(rig.clock.now) == {}
+
+
+async def test_a_capacity_error_among_permanent_ones_ends_exhausted_not_permanent(
+    rig: Rig, emulator: Ec2Emulator
+) -> None:
+    """When one call failed for lack of capacity and the next for a permanent reason, the
+    launch is exhausted (retryable later), not a permanent failure of the claim."""
+    no_capacity(emulator, spot("m5.large"), "InsufficientInstanceCapacity")
+    no_capacity(emulator, od("m5.large"), "InvalidParameterValue")
+    with pytest.raises(OfferingsExhaustedError) as info:
+        await rig.launcher.launch(request("mixed-1", spot("m5.large"), od("m5.large")))
+    assert info.value.nodeclaim_name == "mixed-1"
+    assert [(e.offering, e.code) for a in info.value.attempts for e in a.errors] == [
+        (spot("m5.large"), "InsufficientInstanceCapacity"),
+        (od("m5.large"), "InvalidParameterValue"),
+    ]
+
+
+async def test_a_permanent_failure_names_the_create_fleet_call_and_its_code(
+    rig: Rig, emulator: Ec2Emulator
+) -> None:
+    no_capacity(emulator, od("m5.large"), "InvalidParameterValue")
+    with pytest.raises(CloudPermanentError) as info:
+        await rig.launcher.launch(request("permanent-2", od("m5.large")))
+    assert (info.value.operation, info.value.code) == ("CreateFleet", "InvalidParameterValue")
+    # EC2's own explanation follows the code.
+    explanation = str(info.value).removeprefix("CreateFleet: InvalidParameterValue: ")
+    assert explanation not in {"", "None", str(info.value)}
+
+
+async def test_launching_a_launched_claim_again_reports_its_offering_and_price(
+    rig: Rig, emulator: Ec2Emulator
+) -> None:
+    """A repeat (the scheduler retrying, or a restarted actuator) finds the claim's instance
+    and reports the offering and price it runs at, with no CreateFleet call of its own."""
+    first = await rig.launcher.launch(request("repeat-1", spot("c5.large", "us-east-1b")))
+    calls = len(emulator.create_fleet_calls)
+    again = await rig.launcher.launch(request("repeat-1", spot("c5.large", "us-east-1b")))
+    assert len(emulator.create_fleet_calls) == calls
+    assert again.instance.id == first.instance.id
+    assert again.offering == first.offering == spot("c5.large", "us-east-1b")
+    assert again.price_per_hour == first.price_per_hour > 0
+    assert again.attempts == ()
