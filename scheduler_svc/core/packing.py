@@ -114,29 +114,44 @@ class Packing(Pricing):
             demand[d] -= amount * count
 
     def _fill(self, b: Bin, classes: Sequence[PodClass], fraction: float = 0.0) -> int:
-        placed = 0
+        """Place pods of ``classes`` on ``b``: first each class's ``fraction`` of what waits
+        (when set), then as many of each as fit, in class order. Returns the pods placed."""
         # Classes of one family differ only in requests: when one fails for any other reason
         # (topology, ports, requirements) they all do on this bin, so the rest are skipped.
         blocked: set[int] = set()
+        placed = self._fill_fractions(b, classes, fraction, blocked) if fraction > 0 else 0
+        return placed + self._fill_greedily(b, classes, blocked)
+
+    def _fill_fractions(
+        self, b: Bin, classes: Sequence[PodClass], fraction: float, blocked: set[int]
+    ) -> int:
+        """Each class's ``fraction`` of its waiting pods (the rounding carried over to the
+        next class), as far as ``b`` holds them."""
+        placed = 0
+        carry = 0.0
+        for cls in classes:
+            if not cls.remaining:
+                continue
+            carry += cls.remaining * fraction
+            want = min(int(carry), cls.remaining)
+            if want <= 0 or cls.family in blocked:
+                continue
+            count, requirements, bits = self._max_copies(b, cls, want)
+            carry -= count
+            if count > 0:
+                self._place(b, cls, count, requirements, bits)
+                placed += count
+            elif self._blocked_by_constraint:
+                blocked.add(cls.family)
+        return placed
+
+    def _fill_greedily(self, b: Bin, classes: Sequence[PodClass], blocked: set[int]) -> int:
+        """As many pods of each class as ``b`` holds, in class order, until it is full for
+        every class still waiting."""
+        placed = 0
         free = b.allocatable
         used = b.used
         smallest = self._smallest
-        if fraction > 0:
-            carry = 0.0
-            for cls in classes:
-                if not cls.remaining:
-                    continue
-                carry += cls.remaining * fraction
-                want = min(int(carry), cls.remaining)
-                if want <= 0 or cls.family in blocked:
-                    continue
-                count, requirements, bits = self._max_copies(b, cls, want)
-                carry -= count
-                if count > 0:
-                    self._place(b, cls, count, requirements, bits)
-                    placed += count
-                elif self._blocked_by_constraint:
-                    blocked.add(cls.family)
         room = [f - u for f, u in zip(free, used, strict=True)]
         for cls in classes:
             if not cls.remaining or cls.family in blocked:

@@ -44,6 +44,26 @@ from scheduler_svc.core.taints import first_untolerated
 _NO_RESOURCES = Resources()
 
 
+def _constraints(pod: Pod) -> tuple[object, ...]:
+    """Everything but the request that decides where a pod may go: pods equal in it and in
+    their request share a class."""
+    return (
+        pod.namespace,
+        tuple(sorted(pod.labels.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.required_node_affinity,
+        pod.preferred_node_affinity,
+        pod.tolerations,
+        pod.topology_spread,
+        pod.pod_affinity,
+        pod.pod_anti_affinity,
+        pod.preferred_pod_affinity,
+        pod.preferred_pod_anti_affinity,
+        pod.host_ports,
+        pod.volume_zones,
+    )
+
+
 class SolverSetup:
     """The solver's state for one solve, built from the problem; the classes below add the
     steps that work on it (fit, topology, pricing, packing; ``solver._Solver`` runs them)."""
@@ -212,46 +232,44 @@ class SolverSetup:
         return iid
 
     def _build_classes(self, pods: Iterable[Pod]) -> list[PodClass]:
-        by_key: dict[object, list[Pod]] = {}
-        requests: dict[object, tuple[int, ...]] = {}
-        families: dict[object, int] = {}
-        family_of: dict[object, int] = {}
-        for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-            request = self._requests[id(pod)]
-            constraints = (
-                pod.namespace,
-                tuple(sorted(pod.labels.items())),
-                tuple(sorted(pod.node_selector.items())),
-                pod.required_node_affinity,
-                pod.preferred_node_affinity,
-                pod.tolerations,
-                pod.topology_spread,
-                pod.pod_affinity,
-                pod.pod_anti_affinity,
-                pod.preferred_pod_affinity,
-                pod.preferred_pod_anti_affinity,
-                pod.host_ports,
-                pod.volume_zones,
-            )
-            key = (request, constraints)
-            members = by_key.get(key)
-            if members is None:
-                by_key[key] = members = []
-                requests[key] = request
-                family_of[key] = families.setdefault(constraints, len(families))
-            members.append(pod)
-        classes: list[PodClass] = []
-        for class_key, members in by_key.items():
-            cls = PodClass(len(classes), members, requests[class_key])
-            cls.family = family_of[class_key]
-            cls.softs = self._softs(cls.sample)
-            self._compile(cls)
-            classes.append(cls)
+        """One class per request and constraints (compiled once for all its pods), matched
+        against every topology group, largest first."""
+        classes = [
+            self._new_class(index, members, request, family)
+            for index, (members, request, family) in enumerate(self._alike(pods))
+        ]
         # Groups are known only once every class is compiled: match each class against all.
         for cls in classes:
             self._match_groups(cls)
         classes.sort(key=self._class_order)
         return classes
+
+    def _alike(self, pods: Iterable[Pod]) -> list[tuple[list[Pod], tuple[int, ...], int]]:
+        """Pods with the same request and constraints, in order of first appearance (pods by
+        namespace and name): (pods, request, family). A family is the classes whose pods
+        differ only in requests."""
+        by_key: dict[object, tuple[list[Pod], tuple[int, ...], int]] = {}
+        families: dict[object, int] = {}
+        for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+            request = self._requests[id(pod)]
+            constraints = _constraints(pod)
+            key = (request, constraints)
+            alike = by_key.get(key)
+            if alike is None:
+                family = families.setdefault(constraints, len(families))
+                by_key[key] = alike = ([], request, family)
+            alike[0].append(pod)
+        return list(by_key.values())
+
+    def _new_class(
+        self, index: int, members: list[Pod], request: tuple[int, ...], family: int
+    ) -> PodClass:
+        """A class of ``members``, its preferences listed and its constraints compiled."""
+        cls = PodClass(index, members, request)
+        cls.family = family
+        cls.softs = self._softs(cls.sample)
+        self._compile(cls)
+        return cls
 
     def _class_order(self, cls: PodClass) -> tuple[object, ...]:
         # Largest first (cpu, then memory), as kube-scheduler-minded bin packers do.
