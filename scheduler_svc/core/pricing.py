@@ -119,22 +119,37 @@ class Pricing(Topology):
             self._take_reservation(b)
             return
         target_capacity = self.catalog.capacity[b.target]
-        fit = b.bits & self.catalog.fits(b.used)
+        limited = self._limited_dimensions(pool)
+        b.bits = self._kept_types(pool, b.bits & self.catalog.fits(b.used), b.target)
         reserved = [0] * len(self.dimensions)
-        limited = [d for d, lim in ((0, limits.cpu_millis), (1, limits.memory_bytes)) if lim]
-        allowed = 0
-        for p in iter_bits(fit):
-            capacity = self.catalog.capacity[p]
-            if all(capacity[d] <= target_capacity[d] for d in limited):
-                allowed |= 1 << p
-                for d in limited:
-                    reserved[d] = max(reserved[d], capacity[d])
-        b.bits = allowed | (1 << b.target)
+        for p in iter_bits(b.bits):
+            for d in limited:
+                reserved[d] = max(reserved[d], self.catalog.capacity[p][d])
         for d in limited:
             reserved[d] = max(reserved[d], target_capacity[d])
             pool.used_capacity[d] += reserved[d]
         b.limit_capacity = tuple(reserved)
         self._take_reservation(b)
+
+    @staticmethod
+    def _limited_dimensions(pool: Pool) -> list[int]:
+        limits = pool.nodepool.limits
+        return [d for d, lim in ((0, limits.cpu_millis), (1, limits.memory_bytes)) if lim]
+
+    def _kept_types(self, pool: Pool, fit: int, target: int) -> int:
+        """The types a closed claim of ``pool`` targeting ``target`` keeps of ``fit`` (those
+        that hold its pods): in a pool with limits, only those no bigger than the target in
+        the limited resources (so the reservation stays the target's), and the target."""
+        limited = self._limited_dimensions(pool)
+        if not limited:
+            return fit | (1 << target)
+        target_capacity = self.catalog.capacity[target]
+        allowed = 0
+        for p in iter_bits(fit):
+            capacity = self.catalog.capacity[p]
+            if all(capacity[d] <= target_capacity[d] for d in limited):
+                allowed |= 1 << p
+        return allowed | (1 << target)
 
     def _take_reservation(self, b: Bin) -> None:
         """A closed claim takes an instance of the first reservation with room among its

@@ -1,7 +1,7 @@
 """A second opinion on the greedy claims: pods that only need room are packed again by the
 integer program of ``integer_packing`` and take its nodes when they are cheaper (decision 0002).
 
-Which claims: new NodeClaims of a NodePool without minValues whose every pod belongs
+Which claims: new NodeClaims whose every pod belongs
 to a class with no topology term (spread, pod (anti-)affinity, or a term that counts it), no
 host port, no preference and one node-affinity term. They are grouped by NodePool and claim
 requirements (so every pod of a group accepted those requirements); a group of at most
@@ -9,7 +9,10 @@ requirements (so every pod of a group accepted those requirements); a group of a
 requirements admit, each at its cheapest offering there. The greedy claims stay unless the new
 packing costs less, so the plan is never dearer than the greedy one, and, in a NodePool with
 limits, unless the new nodes fit the limits the greedy claims fitted (nodes, and each claim's
-type capacity, as the greedy pass counts them).
+type capacity, as the greedy pass counts them). In a NodePool with minValues, a new packing
+is taken only when each of its claims keeps, among the types that hold its pods, enough
+distinct values for every minValues the greedy claims kept (the greedy pass's own check,
+``_min_values_unmet``); the cheapest packing that does wins, else the greedy claims stay.
 
 Binding limits: the greedy pass opens claims one at a time, each of the type cheapest per unit
 of what is left, and may reach a NodePool's limit (say ``nodes: 2`` on two one-pod nodes) with
@@ -82,7 +85,7 @@ class Repacking(Packing):
         groups: dict[tuple[int, Requirements], list[Bin]] = {}
         for b in self.claims:
             pool = b.pool
-            if pool is None or pool.min_values:
+            if pool is None:
                 continue
             if b.pods and all(key in owner for key in b.pods):
                 groups.setdefault((pool.index, b.requirements), []).append(b)
@@ -126,11 +129,14 @@ class Repacking(Packing):
         counts: list[int],
         positions: list[int],
         prices: list[float],
+        min_values: tuple[tuple[str, int], ...] = (),
     ) -> list[PackedNode]:
         """Karpenter's packing of the group: pods largest first (cpu, then memory) join the
         first claim whose remaining types still hold them all, else open one; each claim buys
-        its cheapest remaining type. Pods of one shape are alike, so each claim takes as many
-        of a shape as it can at once (the same result as one pod at a time)."""
+        its cheapest remaining type; with ``min_values``, a claim's remaining (priced) types
+        must still meet them, as Karpenter's claims must. Pods
+        of one shape are alike, so each claim takes as many of a shape as it can at once (the
+        same result as one pod at a time)."""
         option_of = {p: i for i, p in enumerate(positions)}
         claims: list[_Claim] = []
         order = sorted(range(len(shapes)), key=lambda s: (-shapes[s][0], -shapes[s][1]))
@@ -139,10 +145,10 @@ class Repacking(Packing):
             for claim in claims:
                 if left == 0:
                     break
-                left -= self._take(claim, s, shapes[s], left)
+                left -= self._take(claim, s, shapes[s], left, min_values)
             while left:
                 claim = _Claim(list(pool.overhead), bits, [0] * len(shapes))
-                taken = self._take(claim, s, shapes[s], left)
+                taken = self._take(claim, s, shapes[s], left, min_values)
                 if not taken:
                     return []
                 claims.append(claim)
@@ -155,12 +161,23 @@ class Repacking(Packing):
             for c in claims
         ]
 
-    def _take(self, claim: _Claim, s: int, request: tuple[int, ...], most: int) -> int:
-        """Put as many as ``most`` pods of ``request`` on ``claim`` as some type still holds."""
+    def _take(
+        self,
+        claim: _Claim,
+        s: int,
+        request: tuple[int, ...],
+        most: int,
+        min_values: tuple[tuple[str, int], ...] = (),
+    ) -> int:
+        """Put as many as ``most`` pods of ``request`` on ``claim`` as some type still holds
+        (with ``min_values``: as the types still holding them meet them)."""
 
         def types_holding(count: int) -> int:
             needed = [u + r * count for u, r in zip(claim.used, request, strict=True)]
-            return claim.types & self.catalog.fits(needed)
+            types = claim.types & self.catalog.fits(needed)
+            if min_values and self._min_values_unmet(min_values, types) is not None:
+                return 0
+            return types
 
         if not types_holding(1):
             return 0
@@ -289,6 +306,7 @@ class Repacking(Packing):
         bits, prices, positions, options = self._node_options(pool, requirements)
         counts = [len(pods_by_request[shape]) for shape in shapes]
         greedy = sum(self._offerings(b)[0].price_per_hour for b in bins)
+        min_values = self._group_min_values(bins)
         if cost_lower_bound(shapes, counts, options) >= greedy - _SAVING_EPSILON:
             return  # no packing is cheaper: skip the programs (and loading numpy and HiGHS)
         priced = 0
@@ -303,9 +321,17 @@ class Repacking(Packing):
                 counts=counts,
                 positions=positions,
                 prices=[p or 0.0 for p in prices],
+                min_values=min_values,
             ),
         ]
-        found = [nodes for nodes in candidates if nodes]
+        found = [
+            nodes
+            for nodes in candidates
+            if nodes
+            and self._keeps_min_values(
+                pool, nodes, bits=bits, shapes=shapes, positions=positions, min_values=min_values
+            )
+        ]
         if not found:
             return
         packed = min(found, key=lambda nodes: packing_cost(nodes, options))
@@ -321,7 +347,48 @@ class Repacking(Packing):
             positions=positions,
             packed=packed,
             pods_by_request=pods_by_request,
+            min_values=min_values,
         )
+
+    @staticmethod
+    def _group_min_values(bins: list[Bin]) -> tuple[tuple[str, int], ...]:
+        """The minValues a repacked claim of ``bins`` must keep: per key the highest any of
+        them kept. Under ``Strict`` that is the pool's; under ``BestEffort`` a claim may have
+        opened with them lowered (``_min_values_cap``), and the new claims keep no less than
+        the greedy claims did, so repacking never relaxes minValues further."""
+        if not bins or not bins[0].min_values:
+            return ()
+        return tuple(
+            (key, max(dict(b.min_values).get(key, 0) for b in bins))
+            for key, _ in bins[0].min_values
+        )
+
+    def _keeps_min_values(
+        self,
+        pool: Pool,
+        nodes: list[PackedNode],
+        *,
+        bits: int,
+        shapes: list[tuple[int, ...]],
+        positions: list[int],
+        min_values: tuple[tuple[str, int], ...],
+    ) -> bool:
+        """Whether every node's claim keeps enough instance types for ``min_values``: the
+        types of ``bits`` that hold its pods (with the pool's overhead) and that its closed
+        claim keeps (``_kept_types``), checked as the greedy pass checks a claim
+        (``_min_values_unmet``)."""
+        if not min_values:
+            return True
+        for node in nodes:
+            used = list(pool.overhead)
+            for shape, count in zip(shapes, node.counts, strict=True):
+                for d, amount in enumerate(shape):
+                    used[d] += amount * count
+            target = positions[node.option]
+            kept = self._kept_types(pool, bits & self.catalog.fits(used), target)
+            if self._min_values_unmet(min_values, kept) is not None:
+                return False
+        return True
 
     def _replace(
         self,
@@ -333,6 +400,7 @@ class Repacking(Packing):
         positions: list[int],
         packed: list[PackedNode],
         pods_by_request: dict[tuple[int, ...], list[str]],
+        min_values: tuple[tuple[str, int], ...] = (),
     ) -> None:
         """Claims of ``packed`` (its pods taken from ``pods_by_request`` by shape) in place of
         ``bins``, counted against the pool's limits as ``bins`` were."""
@@ -367,6 +435,7 @@ class Repacking(Packing):
                 bits=bits,
                 target=target,
                 pods=keys,
+                min_values=min_values,
             )
             next_id += 1
             self.bins.append(b)
