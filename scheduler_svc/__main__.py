@@ -9,6 +9,7 @@ Kubernetes restarts the pod), 0 on a clean shutdown.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -17,6 +18,25 @@ import structlog
 
 from scheduler_svc.service import ControllerCrashedError, SchedulerService
 from scheduler_svc.settings import SchedulerSettings, SettingsError, load_settings
+
+# Python's cyclic collector, tuned for a process holding a mirror of the cluster (millions of
+# objects at 10k pods) whose watch events and rounds allocate thousands more that reference
+# counting frees. Defaults (700, 10, 10) collect the young generation every 700 allocations
+# and the whole heap every ~70,000: in bench.reaction --rss that took 6 of the scheduler's
+# ~27 s of CPU. Young collections every 10,000 and full ones at most every ~300,000 cut
+# the ramp's scheduler CPU from 24.3 s to 19.3 and 21.7 s (two runs beside one without, same
+# load), its RSS 234 MB then 227 and 234 MB.
+# Rarer full collections let cyclic garbage pile up: (50,000, 10, 10), one full collection per
+# ~5 M allocations, grew the RSS past 300 MB (decision 0010).
+GC_THRESHOLDS = (10_000, 10, 3)
+
+
+def tune_garbage_collector() -> None:
+    """The thresholds above, and the start-up's objects (modules, classes: ~60k, never
+    garbage) frozen so that full collections stop scanning them."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def configure_logging(level: str, log_format: str) -> None:
@@ -60,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m scheduler_svc: {error}", file=sys.stderr)  # noqa: T201
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    tune_garbage_collector()
     try:
         asyncio.run(_main(settings))
     except ControllerCrashedError:
