@@ -9,6 +9,7 @@ import pytest
 from scheduler_svc.core.requirements import (
     Operator,
     Requirement,
+    RequirementError,
     Requirements,
     ValueSet,
     contradiction,
@@ -150,3 +151,36 @@ def test_finite_values_only_for_a_list_of_values(
     """In lists its values; sets defined by what they exclude (NotIn, Exists, bounds) have no
     finite list."""
     assert value_set(*requirements).finite_values() == finite
+
+
+def test_conflict_on_a_label_the_pool_does_not_set_names_the_requirement_and_key() -> None:
+    pod = Requirements.of([Requirement("team", Operator.IN, ("ml",))])
+    assert pod.conflict(Requirements()) == (
+        "requires team In [ml] but the NodePool does not set team"
+    )
+
+
+def test_a_label_the_pool_leaves_open_does_not_hide_a_conflict_on_a_later_key() -> None:
+    """A pod key the NodePool does not mention (and need not: absence is admitted) is passed
+    over; the keys after it are still checked."""
+    pod = Requirements.of(
+        [Requirement("aaa-team", Operator.NOT_IN, ("x",)), Requirement(ZONE, Operator.IN, ("a",))]
+    )
+    pool = Requirements.of([Requirement(ZONE, Operator.IN, ("b",))])
+    assert pod.conflict(pool) == f"requires {ZONE} In [a] but the NodePool has {ZONE} In [b]"
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "message"),
+    [
+        (Operator.IN, (), "k In: needs at least one value"),
+        (Operator.EXISTS, ("x",), "k Exists: takes no values"),
+        (Operator.GT, ("x",), "k Gt: needs exactly one integer"),
+    ],
+)
+def test_an_invalid_requirement_says_which_key_and_operator(
+    operator: Operator, values: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(RequirementError) as info:
+        Requirement("k", operator, values)
+    assert str(info.value) == message
