@@ -232,8 +232,8 @@ class _Program:
                 for d in range(len(room))
                 if room[d]
             ]
-            by_shape = [-(-n // fits_count(shape, room)) for shape, n in pairs]
-            nodes = max(*by_resource, *by_shape)
+            by_shape = [-(-n // fits_count(shape, room)) for shape, n in pairs if n]
+            nodes = max([*by_resource, *by_shape], default=0)
             cost = nodes * self.options[t].price_per_hour
             if best is None or cost < best[0]:
                 best = (cost, t, nodes)

@@ -104,3 +104,13 @@ def test_a_single_pod_keeps_its_greedy_claim_without_a_program(
         result = solve(SchedulingInput(pods, (NodePool("default"),), types))
         assert sum(len(c.pods) for c in result.new_claims) == count
         assert len(calls) == expected_calls
+
+
+def test_a_shape_with_no_pods_that_fits_no_type_is_ignored() -> None:
+    """A shape counted 0 asks for nothing, even when no type holds one of it: the packing is
+    the other shape's (its start point divided by that shape's zero fit before)."""
+    shapes = [(30, 30), (500, 10)]
+    options = [NodeOption((100, 100), 1.0)]
+    nodes = cheapest_packing(shapes, [3, 0], options, PackingSettings())
+    assert packing_cost(nodes, options) == pytest.approx(1.0)
+    assert [n.counts for n in nodes] == [(3, 0)]
