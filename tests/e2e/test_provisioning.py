@@ -28,6 +28,9 @@ async def events(stack: Stack, reason: str) -> list[dict[str, Any]]:
     return [e for e in await stack.objects("events", "default") if e.get("reason") == reason]
 
 
+LIFECYCLE_CONDITIONS = ("Launched", "Registered", "Initialized", "Ready")
+
+
 def conditions(claim: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in claim.get("status", {}).get("conditions", [])}
 
@@ -43,10 +46,11 @@ async def test_pending_pods_get_nodeclaims_instances_and_run(stack: Stack) -> No
     await until(lambda: _equals(running_pods(stack), len(names)), timeout_seconds=30)
 
     async def all_initialized() -> bool:
+        # The lifecycle's four conditions, whatever else disruption writes beside them (a pass
+        # that saw a node before its pod bound writes Empty True, then False: still there).
         claims = await stack.objects("nodeclaims")
         return bool(claims) and all(
-            conditions(c)
-            == {"Launched": "True", "Registered": "True", "Initialized": "True", "Ready": "True"}
+            all(conditions(c).get(kind) == "True" for kind in LIFECYCLE_CONDITIONS)
             for c in claims
         )
 
