@@ -50,8 +50,7 @@ async def test_pending_pods_get_nodeclaims_instances_and_run(stack: Stack) -> No
         # that saw a node before its pod bound writes Empty True, then False: still there).
         claims = await stack.objects("nodeclaims")
         return bool(claims) and all(
-            all(conditions(c).get(kind) == "True" for kind in LIFECYCLE_CONDITIONS)
-            for c in claims
+            all(conditions(c).get(kind) == "True" for kind in LIFECYCLE_CONDITIONS) for c in claims
         )
 
     await until(all_initialized)
