@@ -94,10 +94,6 @@ class ResourceType:
                 raise BadRequest(f"field label not supported: {label}")
 
 
-def _quantity_present(resources: Any, name: str) -> bool:
-    return isinstance(resources, dict) and name in resources
-
-
 def _qos_class(pod: JsonObject) -> str:
     containers = (pod.get("spec") or {}).get("containers") or []
     requests_all = True

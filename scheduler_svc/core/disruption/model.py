@@ -318,11 +318,6 @@ class DisruptionDecision:
         """Price removed minus price launched."""
         return self.old_price_per_hour - self.new_price_per_hour
 
-    @property
-    def is_replace(self) -> bool:
-        """Whether new capacity is launched."""
-        return bool(self.replacements)
-
 
 @dataclass(frozen=True)
 class BlockedNode:
