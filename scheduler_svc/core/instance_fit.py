@@ -122,16 +122,41 @@ class InstanceFit(SolverSetup):
         self._static_claim_cache[ident] = result
         return result
 
+    @staticmethod
+    def _limited_dimensions(pool: Pool) -> list[int]:
+        limits = pool.nodepool.limits
+        return [d for d, lim in ((0, limits.cpu_millis), (1, limits.memory_bytes)) if lim]
+
+    def _kept_types(self, pool: Pool, fit: int, target: int) -> int:
+        """The types a closed claim of ``pool`` targeting ``target`` keeps of ``fit`` (those
+        that hold its pods): in a pool with limits, only those no bigger than the target in
+        the limited resources (so the reservation stays the target's), and the target."""
+        limited = self._limited_dimensions(pool)
+        if not limited:
+            return fit | (1 << target)
+        target_capacity = self.catalog.capacity[target]
+        allowed = 0
+        for p in iter_bits(fit):
+            capacity = self.catalog.capacity[p]
+            if all(capacity[d] <= target_capacity[d] for d in limited):
+                allowed |= 1 << p
+        return allowed | (1 << target)
+
     def _min_values_cap(self, b: Bin, cls: PodClass, cap: int, bits: int) -> int:
-        """The most copies that keep enough instance types for the claim's minValues. Under
-        ``BestEffort`` a claim's first pod lowers them to what the types holding it offer
-        (Karpenter relaxes them as it opens a NodeClaim); later pods keep the lowered values."""
+        """The most copies that keep enough instance types for the claim's minValues. The
+        types counted are those the claim keeps when it closes (``_kept_types``: in a pool
+        with limits, none bigger than its target), so a claim never closes short of them.
+        Under ``BestEffort`` a claim's first pod lowers them to what the types holding it
+        offer (Karpenter relaxes them as it opens a NodeClaim); later pods keep the lowered
+        values."""
         pool = b.pool
         assert pool is not None
+        limited = bool(self._limited_dimensions(pool))
 
         def types_holding(count: int) -> int:
             needed = [u + r * count for u, r in zip(b.used, cls.request, strict=True)]
-            return bits & self.catalog.fits(needed)
+            fit = bits & self.catalog.fits(needed)
+            return self._kept_types(pool, fit, b.target) if limited and fit else fit
 
         if not b.pods and self.problem.min_values_policy is MinValuesPolicy.BEST_EFFORT:
             first = types_holding(1)

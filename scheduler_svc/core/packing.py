@@ -206,6 +206,8 @@ class Packing(Pricing):
                 room_bits, reached = self._limit_room(pool, head_bits, 1)
             # -1: no type within the limits, or none of them has a priced offering.
             target = self._choose_target(pool, room_bits) if room_bits else -1
+            if target >= 0:
+                target = self._target_keeping_min_values(pool, head_bits, room_bits, target)
             if target < 0:
                 head.reasons[pool.nodepool.name] = (
                     f"NodePool {pool.nodepool.name} limit {reached} reached"

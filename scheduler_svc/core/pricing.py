@@ -67,6 +67,51 @@ class Pricing(Topology):
             self._targets[ident] = cached
         return cached
 
+    def _target_keeping_min_values(
+        self, pool: Pool, head_bits: int, room_bits: int, target: int
+    ) -> int:
+        """In a pool with limits and minValues, ``target`` or the type to target instead. A
+        claim there keeps only the types no bigger than its target (``_kept_types``), so the
+        cheapest target may keep too few distinct values where a bigger one keeps enough (and
+        still buys the cheapest type that holds its pods). The next choice among the targets
+        of ``room_bits`` whose kept types of ``head_bits`` (those holding one head pod) meet
+        minValues; ``target`` itself when it meets them, or when none does (``Strict`` then
+        refuses the pod naming minValues; ``BestEffort`` lowers them on its claim)."""
+        if not pool.min_values or not self._limited_dimensions(pool):
+            return target
+        meeting = self._targets_meeting_min_values(pool, head_bits)
+        if (meeting >> target) & 1:
+            return target
+        meeting &= room_bits
+        if not meeting:
+            return target
+        chosen = self._choose_target(pool, meeting)
+        return chosen if chosen >= 0 else target
+
+    def _targets_meeting_min_values(self, pool: Pool, head_bits: int) -> int:
+        """The types of ``head_bits`` whose claim keeps enough of ``head_bits`` for the
+        pool's minValues. Kept types depend only on the target's capacity in the limited
+        resources, so each distinct capacity is checked once (memoised per pool and head)."""
+        ident = (pool.index, head_bits)
+        cached = self._min_values_targets.get(ident)
+        if cached is not None:
+            return cached
+        limited = self._limited_dimensions(pool)
+        by_capacity: dict[tuple[int, ...], int] = {}
+        for p in iter_bits(head_bits):
+            capacity = tuple(self.catalog.capacity[p][d] for d in limited)
+            by_capacity[capacity] = by_capacity.get(capacity, 0) | (1 << p)
+        meeting = 0
+        for capacity, targets in by_capacity.items():
+            kept = 0
+            for other, types in by_capacity.items():
+                if all(o <= c for o, c in zip(other, capacity, strict=True)):
+                    kept |= types
+            if self._min_values_unmet(pool.min_values, kept) is None:
+                meeting |= targets
+        self._min_values_targets[ident] = meeting
+        return meeting
+
     def _scan_targets(self, pool: Pool, bits: int) -> int:
         zones = pool.requirements.get(LABEL_ZONE)
         capacity_types = pool.requirements.get(LABEL_CAPACITY_TYPE)
@@ -130,26 +175,6 @@ class Pricing(Topology):
             pool.used_capacity[d] += reserved[d]
         b.limit_capacity = tuple(reserved)
         self._take_reservation(b)
-
-    @staticmethod
-    def _limited_dimensions(pool: Pool) -> list[int]:
-        limits = pool.nodepool.limits
-        return [d for d, lim in ((0, limits.cpu_millis), (1, limits.memory_bytes)) if lim]
-
-    def _kept_types(self, pool: Pool, fit: int, target: int) -> int:
-        """The types a closed claim of ``pool`` targeting ``target`` keeps of ``fit`` (those
-        that hold its pods): in a pool with limits, only those no bigger than the target in
-        the limited resources (so the reservation stays the target's), and the target."""
-        limited = self._limited_dimensions(pool)
-        if not limited:
-            return fit | (1 << target)
-        target_capacity = self.catalog.capacity[target]
-        allowed = 0
-        for p in iter_bits(fit):
-            capacity = self.catalog.capacity[p]
-            if all(capacity[d] <= target_capacity[d] for d in limited):
-                allowed |= 1 << p
-        return allowed | (1 << target)
 
     def _take_reservation(self, b: Bin) -> None:
         """A closed claim takes an instance of the first reservation with room among its

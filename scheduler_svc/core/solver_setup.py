@@ -110,6 +110,8 @@ class SolverSetup:
         self._existing_domain_cache: dict[object, frozenset[object]] = {}
         self._universe_cache: dict[tuple[int, str], tuple[object, ...]] = {}
         self._targets: dict[tuple[int, int, Requirements], int] = {}
+        # (pool, head's types) -> the targets whose claims keep the pool's minValues.
+        self._min_values_targets: dict[tuple[int, int], int] = {}
         # Reserved offerings' free instances, taken as claims close (core.reservations).
         self.reservations = ReservationLedger(self.catalog)
         self.last_failure = ""
