@@ -6,14 +6,19 @@ span the minValues, or leaves the pod pending under ``Strict``."""
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from scheduler_svc.core.model import (
     MinValuesPolicy,
     NodeClaimPlan,
     NodePool,
     NodePoolLimits,
     RelaxedMinValues,
+    SchedulingInput,
 )
 from scheduler_svc.core.requirements import Operator, Requirement
+from scheduler_svc.core.solver import solve
 from tests.scheduler_svc.core.builders import instance_type, pod, run
 
 FAMILY = "karpenter.k8s.aws/instance-family"
@@ -99,3 +104,60 @@ def test_a_pool_without_limits_is_unchanged() -> None:
     assert result.unschedulable == ()
     assert sorted(len(c.pods) for c in result.new_claims) == [1, 1]
     assert all(instance_types(c) == {"a.large", "b.xlarge"} for c in result.new_claims)
+
+
+@st.composite
+def minvalues_problems(draw: st.DrawFn) -> SchedulingInput:
+    """A few types over three families, a pool asking 2 or 3 of them (maybe with a cpu
+    limit), a few pods of one to three shapes, either policy."""
+    types = [
+        instance_type(
+            f"{family}.t{i}",
+            draw(st.integers(1, 8)),
+            draw(st.integers(1, 32)),
+            draw(st.integers(1, 100)) / 100,
+            labels={FAMILY: family},
+        )
+        for i, family in enumerate(draw(st.lists(st.sampled_from("abc"), min_size=2, max_size=6)))
+    ]
+    cpu = draw(st.one_of(st.none(), st.integers(2, 40)))
+    limits = NodePoolLimits() if cpu is None else NodePoolLimits(cpu_millis=cpu * 1000)
+    wanted = draw(st.integers(2, 3))
+    pool = NodePool(
+        "default",
+        requirements=(Requirement(FAMILY, Operator.IN, ("a", "b", "c"), wanted),),
+        limits=limits,
+    )
+    shapes = draw(
+        st.lists(st.tuples(st.integers(1, 40), st.integers(1, 8)), min_size=1, max_size=3)
+    )
+    pods = [
+        pod(f"p{s}-{i}", tenths / 10, memory)
+        for s, (tenths, memory) in enumerate(shapes)
+        for i in range(draw(st.integers(1, 5)))
+    ]
+    policy = draw(st.sampled_from(MinValuesPolicy))
+    return SchedulingInput(tuple(pods), (pool,), tuple(types), min_values_policy=policy)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(minvalues_problems())
+def test_every_claim_keeps_the_minvalues_it_was_written_with(problem: SchedulingInput) -> None:
+    """Greedy claims, the integer program's repacked ones and the limit repack alike: each
+    claim's types span as many families as minValues ask, less what BestEffort relaxed on
+    it (and Strict relaxes nothing), and the largest type each claim may launch still fits
+    the pool's cpu limit."""
+    result = solve(problem)
+    family_of = {t.name: t.labels[FAMILY] for t in problem.instance_types}
+    cpu_of = {t.name: t.capacity.cpu_millis for t in problem.instance_types}
+    limit = problem.nodepools[0].limits.cpu_millis
+    reserved = sum(max(cpu_of[o.instance_type] for o in c.offerings) for c in result.new_claims)
+    assert limit is None or reserved <= limit
+    (written,) = problem.nodepools[0].requirements
+    key, wanted = written.key, written.min_values or 0
+    for claim in result.new_claims:
+        relaxed = {r.key: r.relaxed for r in claim.min_values_relaxed}
+        if problem.min_values_policy is MinValuesPolicy.STRICT:
+            assert relaxed == {}
+        kept = {family_of[o.instance_type] for o in claim.offerings}
+        assert len(kept) >= relaxed.get(key, wanted), (claim, kept)
