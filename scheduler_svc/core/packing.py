@@ -19,11 +19,39 @@ from scheduler_svc.core.solver_state import INF, Bin, PodClass, Pool
 class Packing(Pricing):
     """Copies per bin, placing them, filling nodes, and opening new NodeClaims."""
 
-    def _max_copies(  # noqa: PLR0911, PLR0912 - one exit per constraint kind
-        self, b: Bin, cls: PodClass, want: int
-    ) -> tuple[int, Requirements, int]:
+    def _max_copies(self, b: Bin, cls: PodClass, want: int) -> tuple[int, Requirements, int]:
         """How many copies of ``cls`` fit on ``b`` now, and the bin's narrowed requirements
-        and instance types if they go there."""
+        and instance types if they go there: room first, then requirements and taints, host
+        ports, topology, minValues, each step lowering the count or ruling the bin out."""
+        cap = self._copies_with_room(b, cls, want)
+        if cap is None:
+            return 0, b.requirements, b.bits
+        self._blocked_by_constraint = True
+        narrowed = self._requirements_on(b, cls)
+        if narrowed is None:
+            return 0, b.requirements, b.bits
+        requirements, bits = narrowed
+        if cls.host_ports:
+            taken = self._host_port_taken(b, cls, requirements)
+            if taken is not None:
+                self.last_failure = taken
+                return 0, requirements, bits
+            cap = min(cap, 1)
+        if cls.keys:
+            capped = self._topology_copies(b, cls, cap, requirements, bits)
+            if capped is None:
+                return 0, requirements, bits
+            cap, requirements, bits = capped
+        if b.pool is not None and b.pool.min_values:
+            cap = self._min_values_cap(b, cls, cap, bits)
+            if cap <= 0:
+                return 0, requirements, bits
+        return cap, requirements, bits
+
+    def _copies_with_room(self, b: Bin, cls: PodClass, want: int) -> int | None:
+        """At most ``want`` copies, as many as the bin's free resources hold; None when not
+        one fits (the failure names the resource, and is no constraint's: a family's other
+        classes, asking less, may still fit)."""
         free = b.allocatable
         used = b.used
         cap = want
@@ -35,26 +63,30 @@ class Packing(Pricing):
                     if cap <= 0:
                         self.last_failure = f"not enough {self.dimensions[d]}"
                         self._blocked_by_constraint = False
-                        return 0, b.requirements, b.bits
-        self._blocked_by_constraint = True
+                        return None
+        return cap
+
+    def _requirements_on(self, b: Bin, cls: PodClass) -> tuple[Requirements, int] | None:
+        """The bin's requirements and types with the class on it: an existing node's as they
+        are when its labels and taints admit the class; a new claim's narrowed by the class's
+        node term. None (the failure named) when they do not admit it."""
         if b.node is not None:
-            term = self._static_existing(b, cls)
-            if term is None:
+            if self._static_existing(b, cls) is None:
                 self.last_failure = "node affinity or taints"
-                return 0, b.requirements, b.bits
-            requirements, bits = b.requirements, b.bits
-        else:
-            static = self._static_claim(b, cls)
-            if static is None:
-                self.last_failure = "requirements"
-                return 0, b.requirements, b.bits
-            requirements, bits = static
-        if cls.host_ports:
-            taken = self._host_port_taken(b, cls, requirements)
-            if taken is not None:
-                self.last_failure = taken
-                return 0, requirements, bits
-            cap = min(cap, 1)
+                return None
+            return b.requirements, b.bits
+        static = self._static_claim(b, cls)
+        if static is None:
+            self.last_failure = "requirements"
+        return static
+
+    def _topology_copies(
+        self, b: Bin, cls: PodClass, cap: int, requirements: Requirements, bits: int
+    ) -> tuple[int, Requirements, int] | None:
+        """``cap`` lowered to what the class's spreads and pod (anti-)affinity allow on the
+        bin, with the requirements and types narrowed by the domains it pins; None when they
+        allow no copy. A new claim not yet in a domain of a key is pinned to the candidate
+        domain allowing the most copies (ties: the one the class's first group counts least)."""
         for key in cls.keys:
             domain = self._domain(b, key, requirements)
             if domain is None and b.node is None and key != LABEL_HOSTNAME:
@@ -68,7 +100,7 @@ class Packing(Pricing):
                         if value_cap > best_cap or (value_cap == best_cap and count < best_count):
                             best_value, best_cap, best_count = value, value_cap, count
                     if best_cap <= 0:
-                        return 0, requirements, bits
+                        return None
                     cap = min(cap, best_cap)
                     pin = Requirements.of([Requirement(key, Operator.IN, (best_value,))])
                     requirements = requirements.intersect(pin)
@@ -76,11 +108,7 @@ class Packing(Pricing):
                     continue
             cap = min(cap, self._topology_cap(b, cls, key, domain))
             if cap <= 0:
-                return 0, requirements, bits
-        if b.pool is not None and b.pool.min_values:
-            cap = self._min_values_cap(b, cls, cap, bits)
-            if cap <= 0:
-                return 0, requirements, bits
+                return None
         return cap, requirements, bits
 
     def _place(
