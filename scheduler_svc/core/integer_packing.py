@@ -141,7 +141,7 @@ def cost_lower_bound(
     return bound
 
 
-def _useful_options(shapes: Sequence[tuple[int, ...]], options: Sequence[NodeOption]) -> list[int]:
+def useful_options(shapes: Sequence[tuple[int, ...]], options: Sequence[NodeOption]) -> list[int]:
     """Options that hold some shape and that no other option dominates (as much room for
     everything, no dearer): an optimal packing never needs a dominated one. Cheapest first, so
     a dominator is always seen before what it dominates."""
@@ -420,7 +420,7 @@ def cheapest_packing(
     options = [
         NodeOption(tuple(o.allocatable[d] for d in dimensions), o.price_per_hour) for o in options
     ]
-    useful = _useful_options(shapes, options)
+    useful = useful_options(shapes, options)
     if not useful:
         return []
     if len(useful) > settings.max_types:
@@ -447,4 +447,5 @@ __all__ = [
     "cheapest_packing",
     "cost_lower_bound",
     "packing_cost",
+    "useful_options",
 ]

@@ -405,16 +405,7 @@ class Repacking(Packing):
         """Claims of ``packed`` (its pods taken from ``pods_by_request`` by shape) in place of
         ``bins``, counted against the pool's limits as ``bins`` were."""
         shapes = list(pods_by_request)
-        replaced = {id(b) for b in bins}
-        self.bins = [b for b in self.bins if id(b) not in replaced]
-        self.claims = [b for b in self.claims if id(b) not in replaced]
-        # The greedy claims give back what they counted against the pool; the new ones count
-        # again as they close (`_close_claim`: one node each, their type's capacity).
-        pool.nodes -= len(bins)
-        for b in bins:
-            self.reservations.give_back(b.reservation)
-            for d, reserved in enumerate(b.limit_capacity or ()):
-                pool.used_capacity[d] -= reserved
+        self._give_back(pool, bins)
         next_id = max((b.id for b in self.bins), default=-1) + 1
         for node in packed:
             target = positions[node.option]
@@ -440,6 +431,19 @@ class Repacking(Packing):
             next_id += 1
             self.bins.append(b)
             self._close_claim(b)
+
+    def _give_back(self, pool: Pool, bins: list[Bin]) -> None:
+        """Drop ``bins``, giving back what they counted against the pool (nodes, capacity,
+        reservations); the claims replacing them count again as they close (`_close_claim`:
+        one node each, their type's capacity)."""
+        replaced = {id(b) for b in bins}
+        self.bins = [b for b in self.bins if id(b) not in replaced]
+        self.claims = [b for b in self.claims if id(b) not in replaced]
+        pool.nodes -= len(bins)
+        for b in bins:
+            self.reservations.give_back(b.reservation)
+            for d, reserved in enumerate(b.limit_capacity or ()):
+                pool.used_capacity[d] -= reserved
 
     def _within_limits(self, pool: Pool, bins: list[Bin], targets: list[int]) -> bool:
         """Whether nodes of ``targets`` in place of ``bins`` keep the pool within its limits

@@ -42,12 +42,12 @@ from scheduler_svc.core.model import (
     SchedulingResult,
     UnschedulablePod,
 )
-from scheduler_svc.core.repacking import Repacking
 from scheduler_svc.core.solver_state import Bin, PodClass, format_amount, format_limit
 from scheduler_svc.core.zone_ids import with_zone_ids_as_zones
+from scheduler_svc.core.zone_repacking import ZoneRepacking
 
 
-class _Solver(Repacking):
+class _Solver(ZoneRepacking):
     """One solve: rounds of filling and provisioning, relaxing preferences in between."""
 
     # -- relaxing and reasons --------------------------------------------------------------------
