@@ -134,13 +134,22 @@ class InstanceFit(SolverSetup):
         limited = self._limited_dimensions(pool)
         if not limited:
             return fit | (1 << target)
-        target_capacity = self.catalog.capacity[target]
-        allowed = 0
-        for p in iter_bits(fit):
-            capacity = self.catalog.capacity[p]
-            if all(capacity[d] <= target_capacity[d] for d in limited):
-                allowed |= 1 << p
-        return allowed | (1 << target)
+        return (fit & self._no_bigger_than(tuple(limited), target)) | (1 << target)
+
+    def _no_bigger_than(self, limited: tuple[int, ...], target: int) -> int:
+        """The catalog's types no bigger than ``target`` in the ``limited`` resources. Memoised:
+        the minValues check asks it for every count it tries on a claim."""
+        ident = (limited, target)
+        cached = self._no_bigger_cache.get(ident)
+        if cached is None:
+            capacities = self.catalog.capacity
+            bound = [capacities[target][d] for d in limited]
+            cached = 0
+            for p, capacity in enumerate(capacities):
+                if all(capacity[d] <= most for d, most in zip(limited, bound, strict=True)):
+                    cached |= 1 << p
+            self._no_bigger_cache[ident] = cached
+        return cached
 
     def _min_values_cap(self, b: Bin, cls: PodClass, cap: int, bits: int) -> int:
         """The most copies that keep enough instance types for the claim's minValues. The

@@ -112,6 +112,8 @@ class SolverSetup:
         self._targets: dict[tuple[int, int, Requirements], int] = {}
         # (pool, head's types) -> the targets whose claims keep the pool's minValues.
         self._min_values_targets: dict[tuple[int, int], int] = {}
+        # (limited resources, target) -> the types no bigger than it in them (_kept_types).
+        self._no_bigger_cache: dict[tuple[tuple[int, ...], int], int] = {}
         # Reserved offerings' free instances, taken as claims close (core.reservations).
         self.reservations = ReservationLedger(self.catalog)
         self.last_failure = ""
