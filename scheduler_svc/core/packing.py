@@ -245,7 +245,7 @@ class Packing(Pricing):
                 )
                 failed.add(head.id)
                 continue
-            bins = self._open_bins(pool, target, key, domains)
+            bins = self._open_bins(pool, target, key, domains, room_bits)
             units = 1.0
             alloc = self.catalog.allocatable[target]
             for d, amount in enumerate(self._demand):
@@ -275,28 +275,39 @@ class Packing(Pricing):
                     self.bins.remove(b)
             candidates = [c for c in candidates if c.remaining]
 
-    def _open_bins(self, pool: Pool, target: int, key: str, domains: list[str]) -> list[Bin]:
-        """New claims targeting ``target``: one, or one pinned to each domain it offers."""
-        pinned: list[Requirements] = []
+    def _open_bins(
+        self, pool: Pool, target: int, key: str, domains: list[str], room_bits: int
+    ) -> list[Bin]:
+        """New claims targeting ``target``: one, or one pinned to each domain. A domain
+        ``target`` is not offered in gets a claim of the type best there among ``room_bits``
+        (the types that hold the head within the limits), as Karpenter's claim pinned to a
+        zone keeps the types offered in it: the domain counts for the spread either way, and
+        leaving it empty would hold every other domain at maxSkew."""
+        pinned: list[tuple[Requirements, int]] = []
         for domain in domains:
             requirements = pool.requirements.intersect(
                 Requirements.of([Requirement(key, Operator.IN, (domain,))])
             )
-            if (self.catalog.compatible(requirements) >> target) & 1:
-                pinned.append(requirements)
+            there = self.catalog.compatible(requirements)
+            if (there >> target) & 1:
+                pinned.append((requirements, target))
+            elif room_bits & there:
+                alternative = self._choose_target(pool, room_bits & there)
+                if alternative >= 0:
+                    pinned.append((requirements, alternative))
         if len(pinned) < 2:
-            pinned = [pool.requirements]
+            pinned = [(pool.requirements, target)]
         bins: list[Bin] = []
-        for requirements in pinned:
+        for requirements, claim_target in pinned:
             b = Bin(
                 len(self.bins),
                 f"nodeclaim-{len(self.claims) + len(bins) + 1}",
-                self.catalog.allocatable[target],
+                self.catalog.allocatable[claim_target],
                 list(pool.overhead),
                 pool=pool,
                 requirements=requirements,
                 bits=pool.bits & self.catalog.compatible(requirements),
-                target=target,
+                target=claim_target,
                 min_values=pool.min_values,
             )
             self.bins.append(b)
