@@ -404,33 +404,46 @@ class Repacking(Packing):
     ) -> None:
         """Claims of ``packed`` (its pods taken from ``pods_by_request`` by shape) in place of
         ``bins``, counted against the pool's limits as ``bins`` were."""
-        shapes = list(pods_by_request)
         self._give_back(pool, bins)
         next_id = max((b.id for b in self.bins), default=-1) + 1
         for node in packed:
-            target = positions[node.option]
-            used = list(pool.overhead)
-            keys: list[str] = []
-            for shape, count in zip(shapes, node.counts, strict=True):
-                for d, amount in enumerate(shape):
-                    used[d] += amount * count
-                keys += pods_by_request[shape][:count]
-                del pods_by_request[shape][:count]
-            b = Bin(
-                next_id,
-                f"nodeclaim-{len(self.claims) + 1}",
-                self.catalog.allocatable[target],
-                used,
-                pool=pool,
-                requirements=requirements,
-                bits=bits,
-                target=target,
-                pods=keys,
-                min_values=min_values,
+            used, keys = self._take_pods(pool, node, pods_by_request)
+            self._add_claim(
+                Bin(
+                    next_id,
+                    f"nodeclaim-{len(self.claims) + 1}",
+                    self.catalog.allocatable[positions[node.option]],
+                    used,
+                    pool=pool,
+                    requirements=requirements,
+                    bits=bits,
+                    target=positions[node.option],
+                    pods=keys,
+                    min_values=min_values,
+                )
             )
             next_id += 1
-            self.bins.append(b)
-            self._close_claim(b)
+
+    @staticmethod
+    def _take_pods(
+        pool: Pool, node: PackedNode, pods_by_shape: dict[tuple[int, ...], list[str]]
+    ) -> tuple[list[int], list[str]]:
+        """What one packed node asks (with the pool's overhead) and its pods, taken from
+        ``pods_by_shape`` in the program's shape order. Shapes may be longer than the
+        catalog's resources (``zone_repacking``'s zone marks): those do not count."""
+        used = list(pool.overhead)
+        keys: list[str] = []
+        for shape, count in zip(list(pods_by_shape), node.counts, strict=True):
+            for d in range(len(used)):
+                used[d] += shape[d] * count
+            keys += pods_by_shape[shape][:count]
+            del pods_by_shape[shape][:count]
+        return used, keys
+
+    def _add_claim(self, b: Bin) -> None:
+        """A new claim of a repacking, counted against its pool as it closes."""
+        self.bins.append(b)
+        self._close_claim(b)
 
     def _give_back(self, pool: Pool, bins: list[Bin]) -> None:
         """Drop ``bins``, giving back what they counted against the pool (nodes, capacity,

@@ -228,30 +228,22 @@ class ZoneRepacking(Repacking):
     ) -> None:
         """Claims of ``packed`` in place of ``bins`` (its pods taken from ``pods_by_shape``, in
         the program's shape order), each under its option's requirements."""
-        shapes = list(pods_by_shape)
         self._give_back(pool, bins)
         next_id = max((b.id for b in self.bins), default=-1) + 1
-        width = len(self.dimensions)
         for node in packed:
             variant, target = placements[node.option]
-            used = list(pool.overhead)
-            keys: list[str] = []
-            for shape, count in zip(shapes, node.counts, strict=True):
-                for d in range(width):
-                    used[d] += shape[d] * count
-                keys += pods_by_shape[shape][:count]
-                del pods_by_shape[shape][:count]
-            b = Bin(
-                next_id,
-                f"nodeclaim-{len(self.claims) + 1}",
-                self.catalog.allocatable[target],
-                used,
-                pool=pool,
-                requirements=variant.requirements,
-                bits=variant.bits,
-                target=target,
-                pods=keys,
+            used, keys = self._take_pods(pool, node, pods_by_shape)
+            self._add_claim(
+                Bin(
+                    next_id,
+                    f"nodeclaim-{len(self.claims) + 1}",
+                    self.catalog.allocatable[target],
+                    used,
+                    pool=pool,
+                    requirements=variant.requirements,
+                    bits=variant.bits,
+                    target=target,
+                    pods=keys,
+                )
             )
             next_id += 1
-            self.bins.append(b)
-            self._close_claim(b)
