@@ -34,7 +34,7 @@ from scheduler_svc.actuator_client import (
     CloudEventKind,
     TlsFiles,
 )
-from scheduler_svc.core.model import OfferingOption
+from scheduler_svc.core.model import InstanceType, OfferingOption
 from scheduler_svc.core.nodeclass import NodeClassSpec
 from scheduler_svc.core.taints import Taint, TaintEffect
 from scheduler_svc.errors import (
@@ -311,6 +311,20 @@ async def test_instance_types_arrive_as_core_models_and_calls_carry_the_token(
     ]
     assert served.servicer.authorizations == [f"Bearer {TOKEN}"]
     assert served.servicer.requests[0].root_volume_size_bytes == 50 * 2**30
+
+
+async def test_catalog_strings_are_shared_between_answers(actuator: ActuatorClient) -> None:
+    """The catalog's names, labels, zones and capacity types are interned: two answers share
+    each string instead of holding a copy per instance type and offering (decision 0010)."""
+    (first,) = await actuator.list_instance_types()
+    (second,) = await actuator.list_instance_types()
+
+    def strings(t: InstanceType) -> list[str]:
+        offerings = [s for o in t.offerings for s in (o.zone, o.capacity_type)]
+        return [t.name, *t.labels, *t.labels.values(), *offerings]
+
+    assert strings(first) == strings(second)
+    assert all(a is b for a, b in zip(strings(first), strings(second), strict=True))
 
 
 async def test_launch_sends_offerings_in_order_and_returns_the_instance(
