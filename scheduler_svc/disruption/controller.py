@@ -35,6 +35,8 @@ from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.core.disruption import (
     NODECLASS_HASH_ANNOTATION,
     NODEPOOL_HASH_ANNOTATION,
+    ROOM_HELD_FOR_ANNOTATION,
+    ROOM_HELD_UNTIL_ANNOTATION,
     ConsolidationOptions,
     DisruptionDecision,
     DisruptionReason,
@@ -392,7 +394,7 @@ class DisruptionController:
             reason=str(decision.reason), outcome=outcome
         ).inc()
         if decision.reason is DisruptionReason.UNDERUTILIZED:
-            consolidation_type = "multi" if len(decision.nodes) > 1 else "single"
+            consolidation_type = "multi" if len(decision.merged) > 1 else "single"
             self._metrics.consolidation_decisions.labels(
                 consolidation_type=consolidation_type,
                 decision="replace" if decision.replacements else "delete",
@@ -408,6 +410,7 @@ class DisruptionController:
             outcome=outcome,
             nodes=list(decision.nodes),
             nodeclaims=list(decision.nodeclaims),
+            deferred=list(decision.deferred),
             replacements=len(decision.replacements),
             savings_per_hour=round(decision.savings_per_hour, 4),
             message=decision.message,
@@ -482,7 +485,25 @@ class DisruptionController:
             )
             if created is not None:
                 names.append(created.name)
+                if decision.deferred_nodeclaims:
+                    await self._hold_room(created.name, decision)
         return names
+
+    async def _hold_room(self, replacement: str, decision: DisruptionDecision) -> None:
+        """Mark a replacement of a consolidation in waves as waiting for the deferred nodes
+        (decision 0021), before any of the merge is drained: until they go, no pass takes it,
+        even empty. A failed write only loses the hold (logged)."""
+        until = decision.room_held_until or self._clock()
+        annotations = {
+            ROOM_HELD_FOR_ANNOTATION: ",".join(decision.deferred_nodeclaims),
+            ROOM_HELD_UNTIL_ANNOTATION: timestamp(until),
+        }
+        try:
+            await self._writer.patch_nodeclaim(
+                replacement, {"metadata": {"annotations": annotations}}
+            )
+        except KubeApiError as error:
+            log.warning("disruption_hold_room_failed", nodeclaim=replacement, error=str(error))
 
     async def _wait_initialized(self, decision: DisruptionDecision, names: list[str]) -> bool:
         if len(names) < len(decision.replacements):

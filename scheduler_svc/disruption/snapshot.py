@@ -169,6 +169,8 @@ def build_snapshot(  # noqa: PLR0912 - one pass over the mirror's kinds
                 conditions=node_conditions_from_k8s(mirror.get(NODES, node.name)),
                 rebalance_recommended_at=facts.rebalance_recommended_at,
                 drifted_since=facts.drifted_since,
+                room_held_for=facts.room_held_for,
+                room_held_until=facts.room_held_until,
             )
         )
     pools: list[NodePoolState] = []

@@ -28,6 +28,8 @@ from scheduler_svc.core.disruption import (
     NODECLASS_HASH_ANNOTATION,
     NODEPOOL_HASH_ANNOTATION,
     REBALANCE_RECOMMENDED_ANNOTATION,
+    ROOM_HELD_FOR_ANNOTATION,
+    ROOM_HELD_UNTIL_ANNOTATION,
     SECURITY_GROUP_IDS_ANNOTATION,
     SUBNET_ID_ANNOTATION,
     CandidatePod,
@@ -136,6 +138,8 @@ class ClaimFacts:
     is_deleting: bool
     rebalance_recommended_at: datetime | None = None
     drifted_since: datetime | None = None
+    room_held_for: frozenset[str] = frozenset()
+    room_held_until: datetime | None = None
 
 
 def drifted_since(claim: KubeObject) -> datetime | None:
@@ -178,6 +182,10 @@ def claim_facts_from_k8s(claim: KubeObject) -> ClaimFacts:
         is_deleting=bool(metadata.get("deletionTimestamp")),
         rebalance_recommended_at=parse_timestamp(annotations.get(REBALANCE_RECOMMENDED_ANNOTATION)),
         drifted_since=drifted_since(claim),
+        room_held_for=frozenset(
+            name for name in annotations.get(ROOM_HELD_FOR_ANNOTATION, "").split(",") if name
+        ),
+        room_held_until=parse_timestamp(annotations.get(ROOM_HELD_UNTIL_ANNOTATION)),
     )
 
 

@@ -70,6 +70,9 @@ def explain_node(
             if decision.needs_validation:
                 verdict += " (after validation)"
             return NodeExplanation(node_name, True, verdict, tuple(details))
+        if node_name in decision.deferred:
+            verdict = f"going away in a later wave: {decision.message}"
+            return NodeExplanation(node_name, True, verdict, tuple(details))
     for blocked in plan.blocked:
         if blocked.node == node_name:
             verdict = f"stays: {blocked.event_reason}: {blocked.message}"

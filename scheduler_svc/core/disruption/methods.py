@@ -8,10 +8,12 @@ each other; empty nodes move nothing and may all go at once, within budgets):
    not fit elsewhere (``solve`` picks the cheapest fitting claims: right-sized).
 3. **Drifted** — see ``drift`` → the same as expired.
 4. **Underutilized** (``WhenEmptyOrUnderutilized``; ``Balanced`` only for moves whose score
-   passes, see ``balanced``) — merge the k most promising nodes into at most one cheaper node
+   passes, see ``balanced``) — merge the k most promising nodes into fewer cheaper nodes
    (``multi_node``: binary search on k as Karpenter, then the sizes it skipped), else delete or
-   replace one node; only for a saving above the threshold; the controller validates after a
-   wait.
+   replace one node; when none of these pays, a merge larger than the budgets in waves
+   (decision 0021: all replacements now, as many nodes as the budgets allow, the rest
+   deferred to later passes as single-node deletes); only for a saving above the threshold;
+   the controller validates after a wait.
 
 Every method is blocked by a do-not-disrupt pod, a PDB allowing no disruption and the
 budgets (expiry obeys the budgets that name no reason, since ``Expired`` cannot be named).
@@ -24,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from scheduler_svc.core.catalog_index import CatalogCache
 from scheduler_svc.core.disruption.balanced import balanced_score
@@ -104,6 +106,11 @@ class _Pass:
         self.decisions: list[DisruptionDecision] = []
         self._free: dict[str, dict[str, int]] | None = None
         self._admitted: tuple[InstanceType, ...] | None = None
+        self.nodeclaims = frozenset(c.nodeclaim for c in snapshot.candidates)
+        # NodeClaims deferred by a consolidation in waves whose replacements still wait.
+        self.awaited = frozenset(
+            claim for c in snapshot.candidates for claim in c.holds_room(now, self.nodeclaims)
+        )
 
     # -- budgets ---------------------------------------------------------------------------
 
@@ -266,6 +273,8 @@ def plan_disruption(
             )
         elif candidate.is_nominated(now):
             state.block(candidate.name, DISRUPTION_BLOCKED, nominated_message(candidate))
+        elif held_for := candidate.holds_room(now, state.nodeclaims):
+            state.block(candidate.name, DISRUPTION_BLOCKED, room_held_message(candidate, held_for))
     eligible = [c for c in eligible if c.name not in state.blocked]
     _empty(state, eligible)
     rest = [c for c in eligible if c.name not in state.taken]
@@ -276,6 +285,15 @@ def plan_disruption(
         _underutilized(state, rest)
     blocked = tuple(b for name, b in sorted(state.blocked.items()) if name not in state.taken)
     return DisruptionPlan(tuple(state.decisions), blocked)
+
+
+def room_held_message(candidate: Candidate, held_for: Iterable[str]) -> str:
+    """Why a replacement of a consolidation in waves stays (decision 0021)."""
+    until = candidate.room_held_until
+    when = "" if until is None else f" until {until.isoformat(timespec='seconds')}"
+    return (
+        f"holds room for {', '.join(sorted(held_for))}, deferred by a consolidation in waves{when}"
+    )
 
 
 def nominated_message(candidate: Candidate) -> str:
@@ -450,7 +468,15 @@ def _consolidatable(state: _Pass, candidates: Sequence[Candidate]) -> list[Candi
             state.block(candidate.name, DISRUPTION_BLOCKED, blocker)
             continue
         out.append(candidate)
-    out.sort(key=lambda c: (len(c.reschedulable_pods()), -c.price_per_hour, c.name))
+    # Nodes a consolidation in waves deferred come first: their replacements wait for them.
+    out.sort(
+        key=lambda c: (
+            c.nodeclaim not in state.awaited,
+            len(c.reschedulable_pods()),
+            -c.price_per_hour,
+            c.name,
+        )
+    )
     return out
 
 
@@ -493,10 +519,114 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
     refused = _single_node(state, attempts, allow_replace=True)
     if refused is None:
         return
+    # Nothing within the budgets pays (Karpenter would stop here): a merge larger than the
+    # budgets, in waves (decision 0021). Only when some NodePool has more candidates than it
+    # may lose now; the lengths within the budgets were searched above.
+    waves = None
+    if len(usable) < len(singles):
+        waves = multi_node_search(
+            singles,
+            lambda nodes: _consolidate_in_waves(state, nodes),
+            max_candidates=state.options.max_multi_node_candidates,
+            max_scan=state.options.max_multi_node_scan,
+        )
+        if waves.decision is not None:
+            state.take(waves.decision)
+            return
     for candidate in attempts:
-        also = merged.summary() if candidate in usable else ""
+        also = (waves or merged).summary() if candidate in usable or waves else ""
         why_not = refused[candidate.name]
         state.block(candidate.name, UNCONSOLIDATABLE, f"{why_not}; {also}" if also else why_not)
+
+
+def _consolidate_in_waves(
+    state: _Pass, nodes: Sequence[Candidate], *, within_budgets: bool = False
+) -> _Outcome:
+    """Merge ``nodes`` although the budgets let fewer go now (decision 0021): all the
+    replacements are launched now, the first nodes the budgets allow go now, and the others are
+    deferred, each a single-node delete of a later pass once the replacements run. Refused
+    unless it is a replacement, larger than the budgets, and each deferred node deleted alone
+    would clear the saving thresholds (and its Balanced score): a straggler that cannot go
+    would leave the cluster dearer than before. With ``within_budgets`` (validation: the
+    budgets may have widened since the decision) a merge the budgets allow whole is the
+    ordinary one; otherwise it is refused, as the ordinary search has tried it."""
+    now_going, deferred = _first_wave(state, nodes)
+    if not deferred:
+        if within_budgets:
+            return _consolidate(state, nodes)
+        return _Outcome(None, "within the budgets (searched as an ordinary merge)")
+    outcome = _consolidate(state, nodes)
+    decision = outcome.decision
+    if decision is None:
+        return outcome
+    if not decision.replacements:
+        return _Outcome(None, "a delete larger than the budgets (a smaller one goes first)")
+    straggler = _straggler(state, deferred)
+    if straggler is not None:
+        return _Outcome(None, straggler)
+    pools = sorted({c.nodepool for c in now_going})
+    budgets = "; ".join(
+        f"budget {state.budget_left(p, DisruptionReason.UNDERUTILIZED)[1]} of NodePool {p} "
+        f"lets {sum(1 for c in now_going if c.nodepool == p)} go now"
+        for p in pools
+    )
+    cheapest = min(deferred, key=lambda c: c.price_per_hour)
+    note = (
+        f"in waves ({budgets}): {', '.join(c.name for c in now_going)} now, "
+        f"{', '.join(c.name for c in deferred)} later, each a delete once the replacements "
+        f"run (the cheapest, {cheapest.name}, saves ${cheapest.price_per_hour:.4f}/h alone)"
+    )
+    hold = state.options.validation_wait_seconds + len(deferred) * (
+        state.options.room_hold_seconds_per_deferred_node
+    )
+    return _Outcome(
+        dataclasses.replace(
+            decision,
+            nodes=tuple(c.name for c in now_going),
+            nodeclaims=tuple(c.nodeclaim for c in now_going),
+            deferred=tuple(c.name for c in deferred),
+            deferred_nodeclaims=tuple(c.nodeclaim for c in deferred),
+            room_held_until=state.now + timedelta(seconds=hold),
+            message=f"{decision.message}; {note}",
+        )
+    )
+
+
+def _first_wave(
+    state: _Pass, nodes: Sequence[Candidate]
+) -> tuple[list[Candidate], list[Candidate]]:
+    """``nodes`` split into the first the budgets let go now (in order) and the rest."""
+    left: dict[str, int] = {}
+    now_going: list[Candidate] = []
+    deferred: list[Candidate] = []
+    for node in nodes:
+        if node.nodepool not in left:
+            left[node.nodepool] = state.budget_left(node.nodepool, DisruptionReason.UNDERUTILIZED)[
+                0
+            ]
+        if left[node.nodepool] > 0:
+            left[node.nodepool] -= 1
+            now_going.append(node)
+        else:
+            deferred.append(node)
+    return now_going, deferred
+
+
+def _straggler(state: _Pass, deferred: Sequence[Candidate]) -> str | None:
+    """Why a deferred node, deleted alone once the replacements run, would not go (None: each
+    would): its price must clear the saving thresholds, and a Balanced NodePool's score."""
+    options = state.options
+    for node in deferred:
+        if not _saves_enough(node.price_per_hour, 0.0, options):
+            return (
+                f"in waves, deferred {node.name} alone would save only "
+                f"${node.price_per_hour:.4f}/h (needs ${options.min_saving_per_hour:.4f}/h) "
+                "and would stay"
+            )
+        scored = balanced_score(state.snapshot, [node], 0.0)
+        if scored is not None and not scored.passes:
+            return f"in waves, deferred {node.name} alone would stay: {scored.describe()}"
+    return None
 
 
 def _single_node(
@@ -835,26 +965,17 @@ def validate(  # noqa: PLR0911 - one exit per way a decision stops holding
     as well (a delete is still a delete; a replacement costs no more than decided)."""
     state = _Pass(snapshot, now, options or ConsolidationOptions(), catalogs)
     nodes: list[Candidate] = []
-    for name in decision.nodes:
+    # A consolidation in waves holds only if the whole merge still does (decision 0021).
+    for name in decision.merged:
         candidate = snapshot.candidate(name)
         if candidate is None:
             return Validation(False, f"node {name} is gone")
-        if name in snapshot.disrupting:
-            return Validation(False, f"node {name} is already being disrupted")
-        if candidate.is_nominated(now):
-            return Validation(False, f"{DISRUPTION_BLOCKED}: {nominated_message(candidate)}")
-        if (
-            candidate.last_pod_event_at is not None
-            and candidate.last_pod_event_at > decision.decided_at
-        ):
-            return Validation(False, f"pods changed on node {name} since the decision")
-        blocker = state.pod_blocker(
-            candidate, bare_pods_block=decision.reason is DisruptionReason.UNDERUTILIZED
-        )
-        if blocker is not None:
-            return Validation(False, f"{DISRUPTION_BLOCKED}: {blocker}")
+        stopped = _stopped_holding(state, decision, candidate)
+        if stopped is not None:
+            return Validation(False, stopped)
         nodes.append(candidate)
-    budget = state.budget_blocks(nodes, decision.reason)
+    going_now = [c for c in nodes if c.name in decision.nodes]
+    budget = state.budget_blocks(going_now, decision.reason)
     if budget is not None:
         return Validation(False, f"{DISRUPTION_BLOCKED}: {budget}")
     if decision.reason is DisruptionReason.EMPTY:
@@ -868,7 +989,11 @@ def validate(  # noqa: PLR0911 - one exit per way a decision stops holding
         or not all(c.is_initialized for c in snapshot.candidates)
     ):
         return Validation(False, "scale-up in progress")
-    outcome = _consolidate(state, nodes)
+    outcome = (
+        _consolidate_in_waves(state, nodes, within_budgets=True)
+        if decision.deferred
+        else _consolidate(state, nodes)
+    )
     if outcome.decision is None:
         return Validation(False, outcome.why_not)
     if outcome.decision.new_price_per_hour > decision.new_price_per_hour + 1e-9:
@@ -878,3 +1003,25 @@ def validate(  # noqa: PLR0911 - one exit per way a decision stops holding
             f"more than the ${decision.new_price_per_hour:.4f}/h decided",
         )
     return Validation(True)
+
+
+def _stopped_holding(
+    state: _Pass, decision: DisruptionDecision, candidate: Candidate
+) -> str | None:
+    """Why ``decision`` no longer holds for one of its nodes (None: it still does)."""
+    name, now = candidate.name, state.now
+    if name in state.snapshot.disrupting:
+        return f"node {name} is already being disrupted"
+    if candidate.is_nominated(now):
+        return f"{DISRUPTION_BLOCKED}: {nominated_message(candidate)}"
+    if held_for := candidate.holds_room(now, state.nodeclaims):
+        return f"{DISRUPTION_BLOCKED}: {room_held_message(candidate, held_for)}"
+    if (
+        candidate.last_pod_event_at is not None
+        and candidate.last_pod_event_at > decision.decided_at
+    ):
+        return f"pods changed on node {name} since the decision"
+    blocker = state.pod_blocker(
+        candidate, bare_pods_block=decision.reason is DisruptionReason.UNDERUTILIZED
+    )
+    return None if blocker is None else f"{DISRUPTION_BLOCKED}: {blocker}"

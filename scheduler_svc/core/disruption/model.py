@@ -40,6 +40,12 @@ TERMINATION_TIMESTAMP_ANNOTATION = "daiku.dev/nodeclaim-termination-timestamp"
 # Set on an expired or drifted NodeClaim whose do-not-disrupt pods' grace period ran out
 # (``grace``; RFC 3339, when it was acted on): its drain no longer waits for those pods.
 DO_NOT_DISRUPT_GRACE_ENDED_ANNOTATION = "daiku.dev/do-not-disrupt-grace-ended"
+# Set on the replacements of a consolidation in waves (decision 0021): the NodeClaims deferred
+# to later passes whose pods they were bought for (comma-separated), and until when (RFC 3339)
+# their room is held for them. While held, no method takes the replacement (an empty one would
+# otherwise go as Empty before the deferred nodes' pods arrive).
+ROOM_HELD_FOR_ANNOTATION = "daiku.dev/room-held-for"
+ROOM_HELD_UNTIL_ANNOTATION = "daiku.dev/room-held-until"
 # Pods of these owners are not rescheduled: the DaemonSet puts one on every new node, and a
 # mirror pod (owner Node) belongs to its static pod's node.
 NON_RESCHEDULABLE_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
@@ -136,6 +142,10 @@ class Candidate:
     # Since when its NodeClaim's ``Drifted`` condition is True (None: not recorded yet); the
     # do-not-disrupt grace period of a drifted node counts from it (``grace``).
     drifted_since: datetime | None = None
+    # A replacement of a consolidation in waves: the deferred NodeClaims it was bought to take
+    # in, and until when it waits for them (``holds_room``; ROOM_HELD_* annotations).
+    room_held_for: frozenset[str] = frozenset()
+    room_held_until: datetime | None = None
 
     def is_nominated(self, now: datetime) -> bool:
         """Whether pods the provisioner planned onto it are still pending within the
@@ -146,6 +156,14 @@ class Candidate:
             and self.nominated_until is not None
             and now < self.nominated_until
         )
+
+    def holds_room(self, now: datetime, nodeclaims: frozenset[str]) -> frozenset[str]:
+        """Which of the deferred NodeClaims it was bought for still exist (``nodeclaims``: the
+        snapshot's) while its hold lasts: it stays for them, as Empty or Underutilized would
+        otherwise take the room their pods are coming to (empty set: no hold)."""
+        if self.room_held_until is None or now >= self.room_held_until:
+            return frozenset()
+        return self.room_held_for & nodeclaims
 
     def to_node(self) -> Node:
         """The scheduling core's view (every bound pod takes room)."""
@@ -276,6 +294,10 @@ class ConsolidationOptions:
     ``max_multi_node_scan``: extra multi-node simulations per pass for the prefix lengths the
     binary search skipped (daiku's addition: the saving is not monotonic in the length).
     ``max_single_node_attempts``: simulations per pass for single-node consolidation.
+    ``room_hold_seconds_per_deferred_node``: how long the replacements of a consolidation in
+    waves hold their room for the nodes deferred to later passes, per deferred node, counted
+    from the decision (a later wave needs ``consolidateAfter``, the validation wait and a drain;
+    a deferred node that cannot go by then no longer holds the replacements).
     ``min_values_policy``: the scheduler's ``--min-values-policy``, in the simulations too (as
     Karpenter's): under ``BestEffort`` a replacement may open with minValues lowered, so a node
     launched that way can be replaced (drift, consolidation) as it was launched."""
@@ -287,6 +309,7 @@ class ConsolidationOptions:
     max_multi_node_candidates: int = 100
     max_multi_node_scan: int = 10
     max_single_node_attempts: int = 50
+    room_hold_seconds_per_deferred_node: float = 300.0
     min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT
 
 
@@ -312,6 +335,19 @@ class DisruptionDecision:
     # An expired or drifted node whose do-not-disrupt pods' grace period ran out (``grace``):
     # the controller marks its NodeClaim so the drain evicts those pods too.
     ends_do_not_disrupt: bool = False
+    # A consolidation in waves (decision 0021): ``nodes`` go now (as many as the budgets
+    # allow), ``deferred`` (node names; ``deferred_nodeclaims`` theirs) are the rest of the
+    # merge, each a single-node delete of a later pass once ``replacements`` run. The prices
+    # are the whole merge's. The replacements hold their room for them until
+    # ``room_held_until``.
+    deferred: tuple[str, ...] = ()
+    deferred_nodeclaims: tuple[str, ...] = ()
+    room_held_until: datetime | None = None
+
+    @property
+    def merged(self) -> tuple[str, ...]:
+        """Every node of the merge: those going now, then the deferred."""
+        return self.nodes + self.deferred
 
     @property
     def savings_per_hour(self) -> float:

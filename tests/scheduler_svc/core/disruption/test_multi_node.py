@@ -94,17 +94,15 @@ def test_the_merge_validates_and_is_invalidated_by_a_pod_change() -> None:
     assert verdict.reason == "pods changed on node n1 since the decision"
 
 
-def test_a_budget_caps_the_merge_and_says_what_was_compared() -> None:
-    """A budget of 2 nodes: the 3-node merge is not allowed; merging 2 does not pay, and each
-    node's message says which merges were compared."""
+def test_a_budget_caps_the_merge_and_the_rest_goes_in_waves() -> None:
+    """A budget of 2 nodes: merging 2 does not pay, so the 3-node merge goes in waves (decision
+    0021): two now, n2 deferred (test_waves.py)."""
     plan = plan_disruption(
         snapshot(one_cpu_nodes(3), [consolidating(budgets=(Budget(nodes=2, percent=None),))]),
         at(600),
     )
-    assert plan.decisions == ()
-    messages = {b.node: b.message for b in plan.blocked}
-    assert "multi-node: merging the first 2 candidates does not pay" in messages["n0"]
-    assert "n2" in messages  # over the budget: not a merge candidate, still explained
+    (decision,) = plan.decisions
+    assert (decision.nodes, decision.deferred) == (("n0", "n1"), ("n2",))
 
 
 def test_the_search_tries_the_sizes_the_binary_search_skips() -> None:
@@ -312,13 +310,6 @@ def test_a_half_budget_repairs_the_packing_in_two_merges(tmp_path: Path) -> None
     (second,) = plan_disruption(state, at(600)).decisions
     assert len(second.replacements) < len(second.nodes)
     assert after_first - second.savings_per_hour <= 1.05 * 0.2491
-
-
-def test_the_default_ten_percent_budget_allows_no_merge_of_eight_nodes(tmp_path: Path) -> None:
-    """Karpenter's default budget (10 %, rounded up) lets one of eight nodes go at a time: no
-    multi-node merge, and no single node saves (decision 0019's addendum)."""
-    _, state = _default_pool_cluster(tmp_path, LIVE_40, Budget(percent=10))
-    assert plan_disruption(state, at(600)).decisions == ()
 
 
 def test_one_node_wins_unless_several_save_the_threshold_on_it(tmp_path: Path) -> None:
