@@ -118,6 +118,9 @@ class SimNode:
     pods: dict[str, SimPod] = field(default_factory=dict)
     last_event_at: float = 0.0
     ready_at: float = 0.0
+    # A replacement of a consolidation in waves: the deferred nodes it waits for, until when.
+    room_held_for: frozenset[str] = frozenset()
+    room_held_until: datetime | None = None
 
     def labels(self) -> dict[str, str]:
         return {
@@ -144,6 +147,8 @@ class SimNode:
             pods=(daemon, *(CandidatePod(p.pod, p.owner_kind) for p in self.pods.values())),
             last_pod_event_at=START + timedelta(seconds=self.last_event_at),
             is_initialized=not track_readiness or now >= self.ready_at,
+            room_held_for=self.room_held_for,
+            room_held_until=self.room_held_until,
         )
 
 
@@ -366,7 +371,31 @@ class Simulation:
                     self.figures.moved_twice += 1
                 self.figures.last_evicted[key] = now
             self.pending.update(node.pods)
+        if decision.deferred:
+            self.launch_held_replacements(decision, now)
         self.provision(now)
+
+    def launch_held_replacements(self, decision: DisruptionDecision, now: float) -> None:
+        """A consolidation in waves: launch every replacement now, holding its room for the
+        deferred nodes, as the controller does (other decisions re-provision the moved pods,
+        which buys what their replacements would be)."""
+        types = {t.name: t for t in catalog()}
+        for claim in decision.replacements:
+            self.node_serial += 1
+            choice = claim.offerings[0]
+            node = SimNode(
+                f"node-{self.node_serial}",
+                types[choice.instance_type],
+                choice.zone,
+                choice.price_per_hour,
+                created_at=now,
+                last_event_at=now,
+                ready_at=now + BOOT_SECONDS,
+                room_held_for=frozenset(decision.deferred_nodeclaims),
+                room_held_until=decision.room_held_until,
+            )
+            self.nodes[node.name] = node
+            self.figures.launches += 1
 
     def disrupt(self, now: float) -> None:
         if not self.policy.validates:
