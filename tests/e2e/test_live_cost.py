@@ -8,14 +8,14 @@ than what `daiku plan` buys for 40 pods from scratch.
 The NodePool is the default scenario's, unchanged: its budget is the default `nodes: 10%`
 (Karpenter's, rounded up), so one of the run's eight nodes may go at a time. No merge within
 that budget pays and no single node saves anything ($0.2781/h, 11.6 % above the plan), so the
-repair is one N -> M merge carried out in waves (decision 0021): all its replacements launch,
-one node goes now, and the others, deferred, go one pass at a time as deletes while the
-replacements hold their room for them."""
+repair is a merge of several nodes carried out in waves (decision 0021): all its replacements
+launch, one node goes now, and the others, deferred, go a pass at a time as deletes while the
+replacements hold their room for them. Which merge is found depends on which nodes have
+settled when it is searched: all eight into the plan's four nodes, or four into one."""
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import structlog
 
 from daiku_cli.plan import build_input
 from daiku_cli.scenario.defaults import default_node_class, default_node_pool, inflate_deployment
+from scheduler_svc.core.disruption import ConsolidationOptions
 from scheduler_svc.core.solver import solve
 from scheduler_svc.disruption import DisruptionControllerSettings
 from scheduler_svc.service import ServiceOptions
@@ -128,49 +129,52 @@ async def test_scaling_inflate_20_to_40_ends_within_5_percent_of_plan(
         for replicas in (5, 20, 40):
             await scale(stack, replicas)
         before = await live_price(stack)
-        # Consolidation's time: each round moves the clock past consolidateAfter (30 s); done
-        # when two rounds in a row change no NodeClaim.
+        # Consolidation's time: each round moves the clock a minute, past consolidateAfter
+        # (30 s); a merge in waves starts once its nodes have been quiet for 10 minutes
+        # (ConsolidationOptions.waves_min_quiet_seconds), from the tenth round. Done when two
+        # rounds in a row change no NodeClaim after that.
+        waves_from = clock.now + timedelta(seconds=ConsolidationOptions().waves_min_quiet_seconds)
         unchanged = 0
         for _ in range(30):
             names = await claim_names(stack)
-            clock.set(clock.now + timedelta(seconds=31))
+            clock.set(clock.now + timedelta(seconds=61))
             # `passes` counts passes started: the second one after the move starts when a
             # whole pass has seen the new clock (and acted: the validation wait is 0).
             passes = controller.passes
             await until(lambda: controller.passes >= passes + 2, timeout_seconds=60)  # noqa: B023
             await until(lambda: settled(stack, 40), timeout_seconds=120)
             unchanged = unchanged + 1 if await claim_names(stack) == names else 0
-            if unchanged == 2:
+            if unchanged >= 2 and clock.now > waves_from:
                 break
         after = await live_price(stack)
     planned = plan_price(tmp_path, 40)
     figures = f"live 40 pods: ${before:.4f}/h -> ${after:.4f}/h; daiku plan: ${planned:.4f}/h"
     log.info("live_cost", figures=figures)  # the issue's figure (pytest -s shows it)
-    assert unchanged == 2, f"consolidation did not settle in 30 rounds ({figures})"
+    assert unchanged >= 2, f"consolidation did not settle in 30 rounds ({figures})"
     assert after <= 1.05 * planned, figures
-    # The repair came from N -> M merges: several nodes replaced by fewer (more than one),
-    # with the prices compared in the Event.
-    merges = [
+    # The repair started with a merge of several nodes in waves: the budget let one go with
+    # the merge, the deferred others went later as deletes. Which merge depends on which nodes
+    # had settled when it was searched (8 -> 4, the plan's nodes, or 4 -> 1 then deletes).
+    # Each Event is on the Node and on its NodeClaim.
+    events = await stack.objects("events", "default")
+    waves = {
         e["message"]
-        for e in await stack.objects("events", "default")
+        for e in events
         if e.get("reason") == "Disrupting"
         and e["message"].startswith("Underutilized: replace ")
-        and ", " in e["message"].split(" by ")[0]
-        and re.search(r" by \d+ nodes \(\$", e["message"])
-    ]
-    assert merges, f"no N -> M consolidation ({figures})"
-    assert "; saves $" in merges[0]
-    # ... in waves: the budget let one node go with the merge, the others went later (each
-    # Event is on the Node and on its NodeClaim).
-    (wave,) = {m for m in merges if "; in waves (budget nodes: 10% of NodePool default" in m}
-    deferred = wave.split(" now, ")[1].split(" later, ")[0].split(", ")
+        and "; in waves (budget nodes: 10% of NodePool default lets 1 go now): " in e["message"]
+    }
+    assert waves, f"no consolidation in waves ({figures})"
     deleted = {
         name
-        for e in await stack.objects("events", "default")
+        for e in events
         if e.get("reason") == "Disrupting" and e["message"].startswith("Underutilized: pods of ")
         for name in e["message"].split("pods of ")[1].split(" fit on other nodes")[0].split(", ")
     }
-    assert set(deferred) <= deleted, (sorted(deleted), wave)
+    for wave in waves:
+        assert "; saves $" in wave
+        deferred = wave.split(" now, ")[1].split(" later, ")[0].split(", ")
+        assert set(deferred) <= deleted, (sorted(deleted), wave)
     assert after < before, figures
     multi = {"consolidation_type": "multi", "decision": "replace", "outcome": "disrupted"}
     counted = scheduler.service.metrics.registry.get_sample_value(

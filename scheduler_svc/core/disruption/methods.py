@@ -523,9 +523,10 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
     # budgets, in waves (decision 0021). Only when some NodePool has more candidates than it
     # may lose now; the lengths within the budgets were searched above.
     waves = None
-    if len(usable) < len(singles):
+    settled = [c for c in singles if _settled_for_waves(state, c)]
+    if len(usable) < len(settled):
         waves = multi_node_search(
-            singles,
+            settled,
             lambda nodes: _consolidate_in_waves(state, nodes),
             max_candidates=state.options.max_multi_node_candidates,
             max_scan=state.options.max_multi_node_scan,
@@ -537,6 +538,14 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
         also = (waves or merged).summary() if candidate in usable or waves else ""
         why_not = refused[candidate.name]
         state.block(candidate.name, UNCONSOLIDATABLE, f"{why_not}; {also}" if also else why_not)
+
+
+def _settled_for_waves(state: _Pass, candidate: Candidate) -> bool:
+    """Whether ``candidate`` has been quiet long enough to join a merge in waves
+    (``ConsolidationOptions.waves_min_quiet_seconds``, or its ``consolidateAfter`` if longer)."""
+    settings = state.snapshot.nodepool(candidate.nodepool).disruption  # type: ignore[union-attr]
+    wait = max(settings.consolidate_after_seconds or 0.0, state.options.waves_min_quiet_seconds)
+    return is_quiet_for(candidate, state.now, wait)
 
 
 def _consolidate_in_waves(

@@ -298,6 +298,11 @@ class ConsolidationOptions:
     waves hold their room for the nodes deferred to later passes, per deferred node, counted
     from the decision (a later wave needs ``consolidateAfter``, the validation wait and a drain;
     a deferred node that cannot go by then no longer holds the replacements).
+    ``waves_min_quiet_seconds``: how long every node of a merge in waves must have been quiet
+    (no pod bound or gone; ``consolidateAfter`` if longer). A wave spans several passes: on a
+    cluster still changing, its replacements' room goes to other pods and the same pods move
+    again (bench.churn: without it, waves raised the default policy's evictions; decision
+    0021).
     ``min_values_policy``: the scheduler's ``--min-values-policy``, in the simulations too (as
     Karpenter's): under ``BestEffort`` a replacement may open with minValues lowered, so a node
     launched that way can be replaced (drift, consolidation) as it was launched."""
@@ -310,6 +315,7 @@ class ConsolidationOptions:
     max_multi_node_scan: int = 10
     max_single_node_attempts: int = 50
     room_hold_seconds_per_deferred_node: float = 300.0
+    waves_min_quiet_seconds: float = 600.0
     min_values_policy: MinValuesPolicy = MinValuesPolicy.STRICT
 
 

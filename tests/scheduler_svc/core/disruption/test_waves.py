@@ -280,3 +280,13 @@ def test_explain_says_a_deferred_node_goes_in_a_later_wave(tmp_path: Path) -> No
     assert explanation.verdict.startswith(
         "going away in a later wave: Underutilized: replace m0, m1, m2, m3, l0, l1, x0, x1"
     )
+
+
+def test_a_merge_in_waves_waits_for_its_nodes_to_be_quiet_for_ten_minutes(tmp_path: Path) -> None:
+    """A wave spans several passes: it starts only on nodes quiet for
+    ``waves_min_quiet_seconds`` (600 s), not on a cluster still changing."""
+    state = live_40(tmp_path, Budget(percent=10))
+    assert plan_disruption(state, at(599)).decisions == ()
+    assert the_wave(state, 600).deferred
+    patient = ConsolidationOptions(waves_min_quiet_seconds=1200)
+    assert plan_disruption(state, at(600), patient).decisions == ()
