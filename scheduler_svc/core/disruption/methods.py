@@ -610,9 +610,8 @@ def _first_wave(
     deferred: list[Candidate] = []
     for node in nodes:
         if node.nodepool not in left:
-            left[node.nodepool] = state.budget_left(node.nodepool, DisruptionReason.UNDERUTILIZED)[
-                0
-            ]
+            allowed, _ = state.budget_left(node.nodepool, DisruptionReason.UNDERUTILIZED)
+            left[node.nodepool] = allowed
         if left[node.nodepool] > 0:
             left[node.nodepool] -= 1
             now_going.append(node)
