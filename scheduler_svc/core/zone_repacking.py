@@ -33,6 +33,7 @@ waiting (``Repacking``'s limit repack places only pods that need room alone).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from scheduler_svc.core.integer_packing import (
@@ -48,8 +49,8 @@ from scheduler_svc.core.requirements import LABEL_ZONE, Requirements
 from scheduler_svc.core.solver_state import Bin, PodClass, Pool
 
 _SAVING_EPSILON = 1e-9
-_OPTIONS_PER_VARIANT = 12
-_SMALLEST_PER_VARIANT = 4
+_OPTIONS_PER_VARIANT = 8
+_SMALLEST_PER_VARIANT = 3
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,13 @@ class ZoneRepacking(Repacking):
         greedy = sum(self._offerings(b)[0].price_per_hour for b in bins)
         if not options or cost_lower_bound(shapes, counts, options) >= greedy - _SAVING_EPSILON:
             return
-        packed = cheapest_packing(shapes, counts, options, self.packing_settings)
+        # Every option goes to the program: the LP's ranking (``max_types``) would keep the types
+        # cheapest per unit and drop the smaller ones a zone's few pods need (a p5.48xlarge
+        # kept for nine pods, the p5.4xlarge that holds them dropped: $58/h where $9.4 does).
+        settings = dataclasses.replace(
+            self.packing_settings, max_types=max(self.packing_settings.max_types, len(options))
+        )
+        packed = cheapest_packing(shapes, counts, options, settings)
         if not packed or packing_cost(packed, options) >= greedy - _SAVING_EPSILON:
             return
         if not self._within_limits(pool, bins, [placements[n.option][1] for n in packed]):

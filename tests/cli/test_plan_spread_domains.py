@@ -35,3 +35,17 @@ def test_every_zone_the_pool_offers_takes_its_share(tmp_path: Path) -> None:
     assert sum(per_zone.values()) == 12
     assert set(per_zone) == {f"us-east-1{z}" for z in "abcdef"}
     assert max(per_zone.values()) - min(per_zone.values()) <= 1
+
+
+def test_the_dear_zone_holds_its_share_on_as_few_nodes_as_it_can(tmp_path: Path) -> None:
+    """55 spread pods (1 cpu) beside 4 of 1.5 cpu/8Gi and 11 of 250m/4Gi: us-east-1e's nine
+    or ten spread pods fit one p5.4xlarge (16 cpu), and the plan buys one there, not two
+    ($17.15/h when the program saw only the LP's 24 favourite options, which kept the
+    p5.48xlarge and dropped the p5.4xlarge)."""
+    web = deployment("web", 55, {"cpu": "1", "memory": "2Gi"}, topologySpreadConstraints=[SPREAD])
+    big = deployment("big", 4, {"cpu": "1500m", "memory": "8Gi"})
+    small = deployment("small", 11, {"cpu": "250m", "memory": "4Gi"})
+    plan = plan_json("-f", str(write(tmp_path, "m.yaml", POOL, web, big, small)))
+    assert plan["unschedulable"] == []
+    assert [c["zone"] for c in plan["nodeClaims"]].count("us-east-1e") == 1
+    assert plan["totalHourlyCost"] < 10.0
