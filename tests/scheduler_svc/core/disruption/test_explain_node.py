@@ -158,3 +158,16 @@ def test_the_consolidation_options_reach_the_pass_and_the_method_lines() -> None
     assert not alone.is_going_away
     assert f"Underutilized: alone it would: {replace}" in alone.details
     assert f"Underutilized: no, {refuse}" in explain_node(blocked, "n1", at(600)).details
+
+
+def test_a_nominated_node_stays_until_the_nomination_window_ends() -> None:
+    """The verdict and the facts say how many pending pods the provisioner planned onto the
+    node and until when the pass leaves it alone for them."""
+    fresh = candidate("fresh", "c4.xlarge", (), nominated_pods=2, nominated_until=at(20))
+    explained = explain_node(snapshot([fresh], [pool(budgets=())]), "fresh", at(5))
+    message = (
+        "nominated for 2 pending pod(s) the provisioner planned onto it until "
+        "2026-01-05T09:00:20+00:00"
+    )
+    assert explained.verdict == f"stays: DisruptionBlocked: {message}"
+    assert explained.details[4] == message
