@@ -230,7 +230,7 @@ MOVED_AGAIN_SECONDS = 1800.0
 
 
 def web_replicas(seconds: float) -> int:
-    """Diurnal: 8 replicas at 03:00, 80 at 15:00."""
+    """Diurnal: 8 replicas 9 hours into the day, 80 at 21 hours (69 at the start, falling)."""
     phase = (seconds / 86400.0 - 0.375) * 2 * math.pi
     return round(44 - 36 * math.cos(phase))
 
