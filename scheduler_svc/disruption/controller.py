@@ -51,6 +51,7 @@ from scheduler_svc.core.disruption.model import DO_NOT_DISRUPT_GRACE_ENDED_ANNOT
 from scheduler_svc.core.model import InstanceType
 from scheduler_svc.disruption.snapshot import build_snapshot, nodeclass_state
 from scheduler_svc.errors import KubeApiError
+from scheduler_svc.kube.convert import node_class_name_of
 from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
@@ -267,8 +268,7 @@ class DisruptionController:
             )
             if NODEPOOL_HASH_ANNOTATION not in annotations and pool is not None:
                 patch[NODEPOOL_HASH_ANNOTATION] = nodepool_hash(pool.get("spec") or {})
-            class_name = ((claim.get("spec") or {}).get("nodeClassRef") or {}).get("name")
-            node_class = classes.get(str(class_name))
+            node_class = classes.get(node_class_name_of(claim) or "")
             if NODECLASS_HASH_ANNOTATION not in annotations and node_class is not None:
                 state = nodeclass_state(node_class)
                 if state.nodeclass_hash is not None:

@@ -509,6 +509,22 @@ def zone_ids_from_node_class(obj: KubeObject) -> dict[str, str]:
     return ids
 
 
+def node_class_name_of(obj: KubeObject) -> str | None:
+    """The EC2NodeClass a NodeClaim (``spec.nodeClassRef``) or a NodePool
+    (``spec.template.spec.nodeClassRef``) names; None when it names none (or the reference is
+    not an object with a name)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    if obj.get("kind") == "NodePool" or "template" in spec:
+        template = spec.get("template")
+        template_spec = template.get("spec") if isinstance(template, dict) else None
+        spec = template_spec if isinstance(template_spec, dict) else {}
+    ref = spec.get("nodeClassRef")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return str(name) if name else None
+
+
 def namespace_labels_from_k8s(obj: KubeObject) -> dict[str, str]:
     """A Namespace's labels (what pod (anti-)affinity's namespaceSelector selects on)."""
     reader = _Reader(obj, "Namespace")

@@ -45,7 +45,7 @@ from scheduler_svc.core.disruption import (
 from scheduler_svc.core.disruption.settings import parse_go_duration
 from scheduler_svc.core.model import NodePool, Pod
 from scheduler_svc.core.requirements import LABEL_NODEPOOL
-from scheduler_svc.kube.convert import _Reader
+from scheduler_svc.kube.convert import _Reader, node_class_name_of
 from scheduler_svc.kube.resources import KubeObject
 from scheduler_svc.kube.writer import condition, is_condition_true, parse_timestamp
 
@@ -224,13 +224,11 @@ def nodepool_state_from_k8s(obj: KubeObject, model: NodePool) -> NodePoolState:
     """A NodePool's disruption view (DisruptionSettingsError naming the field when bad)."""
     spec = _section(obj, "spec")
     settings = DisruptionSettings.from_spec(model.name, spec)
-    class_ref = _section(_section(_section(spec, "template"), "spec"), "nodeClassRef")
-    name = class_ref.get("name")
     return NodePoolState(
         nodepool=model,
         disruption=settings,
         nodepool_hash=nodepool_hash(spec),
-        nodeclass=str(name) if name else None,
+        nodeclass=node_class_name_of(obj),
     )
 
 

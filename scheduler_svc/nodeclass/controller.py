@@ -43,7 +43,7 @@ from scheduler_svc.errors import (
     KubeConflictError,
     KubeNotFoundError,
 )
-from scheduler_svc.kube.convert import node_class_from_k8s
+from scheduler_svc.kube.convert import node_class_from_k8s, node_class_name_of
 from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_CLAIMS, KubeObject
 from scheduler_svc.kube.writer import (
     KubeWriter,
@@ -178,9 +178,9 @@ class NodeClassStatusController:
         gone = change.new is None and LABEL_RESERVATION_ID in old_labels
         if not (launched or gone):
             return
-        ref = ((new or old).get("spec") or {}).get("nodeClassRef") or {}
-        if isinstance(ref, dict) and ref.get("name"):
-            self._dirty.add(str(ref["name"]))
+        name = node_class_name_of(new or old)
+        if name is not None:
+            self._dirty.add(name)
             self._wake.set()
 
     async def run(self) -> NoReturn:

@@ -32,6 +32,7 @@ from scheduler_svc.core.requirements import (
     LABEL_NODEPOOL,
     LABEL_ZONE,
 )
+from scheduler_svc.kube.convert import node_class_name_of
 from scheduler_svc.kube.convert_disruption import OFFERINGS_ANNOTATION
 from scheduler_svc.kube.resources import KubeObject
 from scheduler_svc.kube.writer import TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY
@@ -201,7 +202,7 @@ def launch_request_of(claim: KubeObject) -> LaunchRequest:
     if not offerings:
         raise ValueError(f"NodeClaim {name}: spec.requirements: no offering to launch")
     offerings = offerings[:MAX_OFFERINGS]
-    node_class_name = str((spec.get("nodeClassRef") or {}).get("name", ""))
+    node_class_name = node_class_name_of(claim) or ""
     if not node_class_name:
         raise ValueError(f"NodeClaim {name}: spec.nodeClassRef.name: missing")
 

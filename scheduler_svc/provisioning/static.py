@@ -24,7 +24,7 @@ from scheduler_svc.core.model import NodePool
 from scheduler_svc.core.requirements import LABEL_NODEPOOL
 from scheduler_svc.core.static import StaticClaim, reconcile_static, static_claim_plan
 from scheduler_svc.errors import ActuatorError, InvalidObjectError, KubeApiError
-from scheduler_svc.kube.convert import nodepool_from_k8s
+from scheduler_svc.kube.convert import node_class_name_of, nodepool_from_k8s
 from scheduler_svc.kube.resources import EC2_NODE_CLASSES, NODE_CLAIMS, NODE_POOLS, KubeObject
 from scheduler_svc.kube.writer import KubeWriter, conditions_of, is_condition_true, name_of
 from scheduler_svc.nodeclass.readiness import first_unresolved
@@ -151,9 +151,8 @@ class StaticCapacityController:
             log.warning("static_nodepool_catch_up_timeout", nodeclaims=names)
 
     def _node_class(self, pool: str, obj: KubeObject) -> KubeObject | None:
-        ref = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-        name = (ref.get("nodeClassRef") or {}).get("name")
-        node_class = self._mirror.get(EC2_NODE_CLASSES, str(name)) if name else None
+        name = node_class_name_of(obj)
+        node_class = self._mirror.get(EC2_NODE_CLASSES, name) if name else None
         if node_class is None:
             self._report(pool, f"EC2NodeClass {name!r} not found")
             return None
