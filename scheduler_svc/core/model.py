@@ -422,7 +422,7 @@ class NodePool:
         return {**self.labels, LABEL_NODEPOOL: self.name, LABEL_KARPENTER_NODEPOOL: self.name}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # ~12,000 per catalog, and a zone-id copy of each
 class Offering:
     """Where an instance type can be launched: zone x capacity type, at a price; ``zone_id``
     is the zone's AWS-wide id (``use1-az1``; "" when not known)."""
