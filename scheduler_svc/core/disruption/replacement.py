@@ -57,9 +57,9 @@ def replacement_decision(
     message = why
     if result.new_claims:
         message += f"; replaced by {', '.join(c.instance_type for c in result.new_claims)}"
-    elif candidate.reschedulable_pods():
+    elif result.existing_placements:
         message += "; its pods fit on other nodes"
-    else:
+    elif not candidate.reschedulable_pods():
         message += "; no pods to move"
     if result.unschedulable:
         message += (
