@@ -64,3 +64,10 @@ def test_a_kubelet_change_is_a_new_hash() -> None:
     assert nodepool_hash(spec(kubelet={"maxPods": 50})) != nodepool_hash(
         spec(kubelet={"maxPods": 60})
     )
+
+
+def test_non_ascii_labels_are_hashed_as_json_escapes() -> None:
+    """The canonical document is ASCII: a label value with an accent is written as its JSON
+    escape, so the hash does not depend on how a daiku build encodes text."""
+    spec = {"template": {"metadata": {"labels": {"team": "caf\u00e9"}}}}
+    assert nodepool_hash(spec) == sha256('{"annotations":{},"labels":{"team":"caf\\u00e9"}}')

@@ -107,3 +107,34 @@ def test_a_naive_now_is_refused_by_name() -> None:
     assert str(raised.value) == (
         "plan_repair: now must be timezone-aware (UTC), got a naive datetime"
     )
+
+
+def test_the_twenty_percent_rule_holds_each_nodepool_s_repairs_apart() -> None:
+    """A NodePool with 2 of 2 nodes broken repairs nothing; the next NodePool's due node is
+    still repaired in the same pass (its own 1 of 5), and the decision is stamped now."""
+    broken_pool = [
+        candidate(f"gpu{i}", "c4.xlarge", nodepool="gpu", conditions=condition("False", 0))
+        for i in range(2)
+    ]
+    mine = candidate("mine", "c4.xlarge", conditions=condition("False", 100))
+    state = snapshot([*broken_pool, mine, *healthy(4)], pools=[pool(), pool("gpu")])
+    plan = plan_repair(state, at(2000))
+    assert [d.nodes for d in plan.decisions] == [("mine",)]
+    assert plan.decisions[0].decided_at == at(2000)
+    assert [b.node for b in plan.blocked] == ["gpu0", "gpu1"]
+
+
+def test_of_two_conditions_due_together_the_first_policy_names_the_repair() -> None:
+    """Ready and KernelReady went False at the same moment (both tolerated 30 min): the
+    repair names Ready, the first of the default policies."""
+    node = candidate(
+        "n",
+        "c4.xlarge",
+        conditions=(
+            NodeCondition("KernelReady", "False", at(0)),
+            NodeCondition("Ready", "False", at(0)),
+        ),
+    )
+    found = unhealthy_condition(node, at(1800))
+    assert found is not None
+    assert found.describe(at(1800)) == "Ready False for 30m (toleration 30m)"
