@@ -171,3 +171,25 @@ def test_a_nominated_node_stays_until_the_nomination_window_ends() -> None:
     )
     assert explained.verdict == f"stays: DisruptionBlocked: {message}"
     assert explained.details[4] == message
+
+
+def test_a_node_deferred_to_a_later_wave_is_explained_in_full() -> None:
+    """Three 1-CPU c4.large merge into one c4.xlarge; a budget of 2 takes n0 and n1 now and
+    defers n2: n2's explanation says it goes in a later wave, with its facts and method
+    lines like any other node's."""
+    nodes = [
+        candidate(f"n{i}", "c4.large", (CandidatePod(app_pod(f"p{i}", 1000)),)) for i in range(3)
+    ]
+    two = (Budget(nodes=2, percent=None),)
+    settings = pool(consolidate_after_seconds=30.0, budgets=two, expire_after_seconds=None)
+    explained = explain_node(snapshot(nodes, [settings]), "n2", at(600))
+    assert explained.node == "n2"
+    assert explained.is_going_away
+    assert explained.verdict.startswith(
+        "going away in a later wave: Underutilized: replace n0, n1, n2 ($0.3000/h) by c4.xlarge"
+    )
+    assert explained.details[:3] == (
+        "NodePool default, c4.large on-demand in zone-a, $0.1000/h",
+        "age 10m; pods changed 10m ago",
+        "1 pod(s) to move (0 DaemonSet/mirror)",
+    )
