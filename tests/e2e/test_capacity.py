@@ -258,11 +258,18 @@ async def test_headroom_is_provisioned_taken_first_by_real_pods_and_provisioned_
     await stack.create_pods(1, cpu="1", memory="256Mi", prefix="burst")
     await until(lambda: _phase_count(stack, "Running", 1), timeout_seconds=30)
     (pod,) = await stack.objects("pods", "default")
-    node = pod["spec"]["nodeName"]
+    (node,) = [
+        n for n in await stack.objects("nodes") if n["metadata"]["name"] == pod["spec"]["nodeName"]
+    ]
+    # By provider ID, set at launch: a claim's status.nodeName waits for its registration,
+    # which can trail the node's readiness on a busy machine (it did once in CI).
     claims = {
-        c.get("status", {}).get("nodeName"): c["metadata"]["name"] for c in await pool_claims(stack)
+        c.get("status", {}).get("providerID"): c["metadata"]["name"]
+        for c in await pool_claims(stack)
     }
-    assert claims.get(node) in before  # it ran on the room, not on a claim made for it
+    assert (
+        claims.get(node["spec"]["providerID"]) in before
+    )  # it ran on the room, not on a new claim
     await until(lambda: _count_exactly(pool_claims(stack), 3), timeout_seconds=30)
 
     registry = scheduler.service.metrics.registry
