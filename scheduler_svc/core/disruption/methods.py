@@ -51,6 +51,7 @@ from scheduler_svc.core.disruption.multi_node import (
     types_holding,
 )
 from scheduler_svc.core.disruption.multi_node import search as multi_node_search
+from scheduler_svc.core.disruption.replacement import where_pods_go
 from scheduler_svc.core.disruption.settings import (
     DisruptionReason,
     format_seconds,
@@ -403,15 +404,7 @@ def _replace_one(state: _Pass, candidates: Sequence[Candidate], reason: Disrupti
                 f"; do-not-disrupt pod(s) {', '.join(held)} no longer hold it "
                 f"({note.replace(' ends ', ' ended ')})"
             )
-        if result.new_claims:
-            names = ", ".join(c.instance_type for c in result.new_claims)
-            message += f"; replaced by {names}"
-        else:
-            message += "; its pods fit on other nodes"
-        if result.unschedulable:
-            message += (
-                f"; {len(result.unschedulable)} pod(s) will wait: {result.unschedulable[0].reason}"
-            )
+        message += where_pods_go(candidate, result)
         state.take(
             DisruptionDecision(
                 reason=reason,

@@ -46,6 +46,22 @@ def simulate_replacement(
     )
 
 
+def where_pods_go(candidate: Candidate, result: SchedulingResult) -> str:
+    """What a decision's message says of ``candidate``'s pods after ``result`` (the simulation
+    of their move): the replacements launched, that they fit on other nodes (only when the
+    simulation put some there), or that there are none; then the pods that will wait."""
+    said = ""
+    if result.new_claims:
+        said += f"; replaced by {', '.join(c.instance_type for c in result.new_claims)}"
+    elif result.existing_placements:
+        said += "; its pods fit on other nodes"
+    elif not candidate.reschedulable_pods():
+        said += "; no pods to move"
+    if result.unschedulable:
+        said += f"; {len(result.unschedulable)} pod(s) will wait: {result.unschedulable[0].reason}"
+    return said
+
+
 def replacement_decision(
     candidate: Candidate,
     reason: DisruptionReason,
@@ -54,17 +70,7 @@ def replacement_decision(
     now: datetime,
 ) -> DisruptionDecision:
     """The decision to replace ``candidate`` for ``reason`` (``why`` starts the message)."""
-    message = why
-    if result.new_claims:
-        message += f"; replaced by {', '.join(c.instance_type for c in result.new_claims)}"
-    elif result.existing_placements:
-        message += "; its pods fit on other nodes"
-    elif not candidate.reschedulable_pods():
-        message += "; no pods to move"
-    if result.unschedulable:
-        message += (
-            f"; {len(result.unschedulable)} pod(s) will wait: {result.unschedulable[0].reason}"
-        )
+    message = why + where_pods_go(candidate, result)
     return DisruptionDecision(
         reason=reason,
         nodes=(candidate.name,),
