@@ -46,6 +46,7 @@ from datetime import UTC, datetime, timedelta
 from scheduler_svc.core import (
     InstanceType,
     Node,
+    NodeClaimPlan,
     NodePool,
     Pod,
     Resources,
@@ -99,6 +100,11 @@ def bench_catalog(capacity_type: str) -> tuple[InstanceType, ...]:
 def catalog() -> tuple[InstanceType, ...]:
     """The on-demand bench catalog (loaded once per run)."""
     return bench_catalog("on-demand")
+
+
+@functools.cache
+def catalog_by_name() -> dict[str, InstanceType]:
+    return {t.name: t for t in catalog()}
 
 
 @dataclass
@@ -325,23 +331,10 @@ class Simulation:
             for key in placement.pods:
                 node.pods[key] = self.pending.pop(key)
             node.last_event_at = now
-        types = {t.name: t for t in catalog()}
         for claim in result.new_claims:
-            self.node_serial += 1
-            choice = claim.offerings[0]
-            node = SimNode(
-                f"node-{self.node_serial}",
-                types[choice.instance_type],
-                choice.zone,
-                choice.price_per_hour,
-                created_at=now,
-                last_event_at=now,
-                ready_at=now + BOOT_SECONDS,
-            )
+            node = self.launch(claim, now)
             for key in claim.pods:
                 node.pods[key] = self.pending.pop(key)
-            self.nodes[node.name] = node
-            self.figures.launches += 1
 
     # -- disruption ------------------------------------------------------------------------
 
@@ -379,23 +372,40 @@ class Simulation:
         """A consolidation in waves: launch every replacement now, holding its room for the
         deferred nodes, as the controller does (other decisions re-provision the moved pods,
         which buys what their replacements would be)."""
-        types = {t.name: t for t in catalog()}
         for claim in decision.replacements:
-            self.node_serial += 1
-            choice = claim.offerings[0]
-            node = SimNode(
-                f"node-{self.node_serial}",
-                types[choice.instance_type],
-                choice.zone,
-                choice.price_per_hour,
-                created_at=now,
-                last_event_at=now,
-                ready_at=now + BOOT_SECONDS,
+            self.launch(
+                claim,
+                now,
                 room_held_for=frozenset(decision.deferred_nodeclaims),
                 room_held_until=decision.room_held_until,
             )
-            self.nodes[node.name] = node
-            self.figures.launches += 1
+
+    def launch(
+        self,
+        claim: NodeClaimPlan,
+        now: float,
+        *,
+        room_held_for: frozenset[str] = frozenset(),
+        room_held_until: datetime | None = None,
+    ) -> SimNode:
+        """A node for ``claim`` at its first offering, booting from ``now`` (holding room for
+        the deferred nodes of a consolidation in waves, when given)."""
+        self.node_serial += 1
+        choice = claim.offerings[0]
+        node = SimNode(
+            f"node-{self.node_serial}",
+            catalog_by_name()[choice.instance_type],
+            choice.zone,
+            choice.price_per_hour,
+            created_at=now,
+            last_event_at=now,
+            ready_at=now + BOOT_SECONDS,
+            room_held_for=room_held_for,
+            room_held_until=room_held_until,
+        )
+        self.nodes[node.name] = node
+        self.figures.launches += 1
+        return node
 
     def disrupt(self, now: float) -> None:
         if not self.policy.validates:
