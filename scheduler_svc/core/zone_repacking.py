@@ -71,8 +71,8 @@ def _likely_options(
     """The options of one variant worth giving the program: those no other dominates, at most
     ``_OPTIONS_PER_VARIANT`` of them, cheapest per share of the group's demand they hold first,
     and the ``_SMALLEST_PER_VARIANT`` cheapest outright (for what is left over). The variants
-    multiply the options, and the program's LP ranking over a few thousand took most of a
-    second for 70 pods; the LP still picks among those kept."""
+    multiply the options: over a few thousand the program's LP alone took most of a second
+    for 70 pods, and all of those kept reach the program (``_repack_zones``)."""
     useful = useful_options(requests, options)
 
     def per_share(index: int) -> float:
