@@ -151,15 +151,12 @@ class ZoneRepacking(Repacking):
         """One variant per distinct claim requirement of ``bins``, and each pinned zone's
         dimension (after the catalog's)."""
         zone_dimension: dict[str, int] = {}
-        requirement_list: list[Requirements] = []
         for b in bins:
-            if b.requirements not in requirement_list:
-                requirement_list.append(b.requirements)
             if any(pod in pinned for pod in b.pods):
                 zone = self._single_zone(b.requirements)
                 zone_dimension.setdefault(zone, len(self.dimensions) + len(zone_dimension))
         variants = []
-        for requirements in requirement_list:
+        for requirements in dict.fromkeys(b.requirements for b in bins):
             bits, _, positions, options = self._node_options(pool, requirements)
             zones = requirements.get(LABEL_ZONE)
             single = zones.single_value() if zones is not None else None

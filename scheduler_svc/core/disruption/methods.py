@@ -536,8 +536,11 @@ def _underutilized(state: _Pass, candidates: Sequence[Candidate]) -> None:
 def _settled_for_waves(state: _Pass, candidate: Candidate) -> bool:
     """Whether ``candidate`` has been quiet long enough to join a merge in waves
     (``ConsolidationOptions.waves_min_quiet_seconds``, or its ``consolidateAfter`` if longer)."""
-    settings = state.snapshot.nodepool(candidate.nodepool).disruption  # type: ignore[union-attr]
-    wait = max(settings.consolidate_after_seconds or 0.0, state.options.waves_min_quiet_seconds)
+    pool = state.snapshot.nodepool(candidate.nodepool)
+    if pool is None:  # a candidate's NodePool is in the snapshot (``_consolidatable``)
+        return False
+    after = pool.disruption.consolidate_after_seconds or 0.0
+    wait = max(after, state.options.waves_min_quiet_seconds)
     return is_quiet_for(candidate, state.now, wait)
 
 
