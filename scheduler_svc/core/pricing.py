@@ -96,17 +96,15 @@ class Pricing(Topology):
         cached = self._min_values_targets.get(ident)
         if cached is not None:
             return cached
-        limited = self._limited_dimensions(pool)
+        limited = tuple(self._limited_dimensions(pool))
         by_capacity: dict[tuple[int, ...], int] = {}
         for p in iter_bits(head_bits):
             capacity = tuple(self.catalog.capacity[p][d] for d in limited)
             by_capacity[capacity] = by_capacity.get(capacity, 0) | (1 << p)
         meeting = 0
-        for capacity, targets in by_capacity.items():
-            kept = 0
-            for other, types in by_capacity.items():
-                if all(o <= c for o, c in zip(other, capacity, strict=True)):
-                    kept |= types
+        for targets in by_capacity.values():
+            # Every target of one capacity keeps the same types: ask for one of them.
+            kept = head_bits & self._no_bigger_than(limited, targets.bit_length() - 1)
             if self._min_values_unmet(pool.min_values, kept) is None:
                 meeting |= targets
         self._min_values_targets[ident] = meeting
