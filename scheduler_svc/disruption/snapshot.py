@@ -50,16 +50,15 @@ from scheduler_svc.kube.resources import (
     PODS,
     KubeObject,
 )
+from scheduler_svc.kube.writer import DISRUPTED_TAINT_KEY
 from scheduler_svc.state.cluster import ClusterMirror
 from scheduler_svc.state.core_snapshot import CoreSnapshotter
 from scheduler_svc.state.nominations import Nominations
 
 log = structlog.get_logger(__name__)
 
-DISRUPTED_TAINT_KEY = "daiku.dev/disrupted"
 # Re-exported: callers and tests import them from here.
 __all__ = [
-    "DISRUPTED_TAINT_KEY",
     "build_snapshot",
     "catalog_instance_types",
     "nodeclass_state",

@@ -42,6 +42,7 @@ from scheduler_svc.core.disruption import (
     nodeclass_hash,
     nodepool_hash,
 )
+from scheduler_svc.core.disruption.model import NON_RESCHEDULABLE_OWNER_KINDS
 from scheduler_svc.core.disruption.settings import parse_go_duration
 from scheduler_svc.core.model import NodePool, Pod
 from scheduler_svc.core.requirements import LABEL_NODEPOOL
@@ -73,6 +74,15 @@ def owner_kind(pod: KubeObject) -> str | None:
             kind = owner.get("kind")
             return str(kind) if kind else None
     return None
+
+
+def moves_with_its_node(pod: KubeObject) -> bool:
+    """Whether taking its node away would move the pod, as the snapshot counts a candidate's
+    pods: it has not finished, and no DaemonSet or mirror pod (`CandidatePod.is_reschedulable`)."""
+    phase = _section(pod, "status").get("phase")
+    return phase not in {"Succeeded", "Failed"} and (
+        owner_kind(pod) not in NON_RESCHEDULABLE_OWNER_KINDS
+    )
 
 
 def do_not_disrupt_hold(obj: KubeObject) -> tuple[bool, datetime | None]:

@@ -20,6 +20,7 @@ from scheduler_svc.kube.resources import (
     NODE_CLAIMS,
     NODE_POOLS,
     NODES,
+    PODS,
     KubeObject,
     Resource,
 )
@@ -29,6 +30,11 @@ if TYPE_CHECKING:  # only annotations: the pure helpers here must not pull in ai
 
 TERMINATION_FINALIZER = "daiku.dev/termination"
 UNREGISTERED_TAINT_KEY = "daiku.dev/unregistered"
+# Karpenter's karpenter.sh/disrupted:NoSchedule: on a node being taken away (no new pods).
+DISRUPTED_TAINT_KEY = "daiku.dev/disrupted"
+DISRUPTED_TAINT: dict[str, str] = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+# Conflicts in a row before a read-modify-write of a Node's taints gives up.
+TAINT_WRITE_ATTEMPTS = 5
 # Conflicts in a row before a status write gives up (each one reads the object again).
 STATUS_WRITE_ATTEMPTS = 5
 
@@ -233,6 +239,61 @@ class KubeWriter:
     async def patch_node(self, name: str, patch: Mapping[str, Any]) -> KubeObject:
         """Merge-patch a Node (labels, taints, finalizers, unschedulable)."""
         return await self.objects.patch(NODES, name, dict(patch))
+
+    async def add_node_taint(self, name: str, taint: Mapping[str, str]) -> bool:
+        """GET the Node, PUT it back with `taint` (conditionally on its resourceVersion; a
+        conflict reads it again). True when this call added it; False when a taint with its key
+        was there already, the Node is gone or it changed under every attempt."""
+
+        def added(taints: list[Any]) -> list[Any] | None:
+            if any(isinstance(t, dict) and t.get("key") == taint["key"] for t in taints):
+                return None
+            return [*taints, dict(taint)]
+
+        return await self._edit_node_taints(name, added)
+
+    async def remove_node_taint(self, name: str, key: str) -> bool:
+        """The reverse of `add_node_taint`: True when this call removed the taints with `key`."""
+
+        def removed(taints: list[Any]) -> list[Any] | None:
+            kept = [t for t in taints if not (isinstance(t, dict) and t.get("key") == key)]
+            return kept if len(kept) < len(taints) else None
+
+        return await self._edit_node_taints(name, removed)
+
+    async def _edit_node_taints(
+        self, name: str, edit: Callable[[list[Any]], list[Any] | None]
+    ) -> bool:
+        # A merge patch would replace the whole list and lose a taint another writer (the node
+        # lifecycle controller, a user) added since our read: read-modify-write instead.
+        for _attempt in range(TAINT_WRITE_ATTEMPTS):
+            try:
+                current = await self.objects.get(NODES, name)
+            except KubeNotFoundError:
+                return False
+            spec = current.get("spec")
+            spec = spec if isinstance(spec, dict) else {}
+            taints = spec.get("taints")
+            edited = edit(list(taints) if isinstance(taints, list) else [])
+            if edited is None:
+                return False
+            try:
+                await self.objects.replace(NODES, {**current, "spec": {**spec, "taints": edited}})
+            except KubeConflictError:
+                continue
+            except KubeNotFoundError:
+                return False
+            return True
+        return False  # changed under us on every attempt: the caller's next pass tries again
+
+    async def pods_on_node(self, name: str) -> list[KubeObject]:
+        """The pods the API server has bound to Node `name` now (a list with the field selector
+        `spec.nodeName`, not the mirror: a bind the watch has not delivered yet is in it)."""
+        answer = await self.objects.request(
+            "GET", PODS.collection_path(), query={"fieldSelector": f"spec.nodeName={name}"}
+        )
+        items = answer.get("items")
+        return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
 
     async def delete_node(self, name: str) -> None:
         """DELETE the Node; gone already is fine."""

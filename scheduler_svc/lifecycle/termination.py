@@ -35,7 +35,6 @@ waiting for it); pauses between polls are short real sleeps.
 from __future__ import annotations
 
 import asyncio
-import copy
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
@@ -71,14 +70,20 @@ from scheduler_svc.kube.resources import (
     PODS,
     KubeObject,
 )
-from scheduler_svc.kube.writer import KubeWriter, name_of, parse_timestamp, timestamp, utc_now
+from scheduler_svc.kube.writer import (
+    DISRUPTED_TAINT,
+    DISRUPTED_TAINT_KEY,
+    KubeWriter,
+    name_of,
+    parse_timestamp,
+    timestamp,
+    utc_now,
+)
 from scheduler_svc.metrics import SchedulerMetrics
 from scheduler_svc.state.cluster import ClusterMirror
 
 log = structlog.get_logger(__name__)
 
-DISRUPTED_TAINT_KEY = "daiku.dev/disrupted"
-DISRUPTED_TAINT: dict[str, str] = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 GONE_INSTANCE_STATES = frozenset({"shutting-down", "terminated"})
 _TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
@@ -256,26 +261,10 @@ class Terminator:
     async def cordon(self, node: KubeObject) -> bool:
         """Taint the Node disrupted:NoSchedule; True when this call added the taint."""
         name = name_of(node)
-        for _attempt in range(5):
-            try:
-                current = await self._writer.objects.get(NODES, name)
-            except KubeNotFoundError:
-                return False
-            taints = (current.get("spec") or {}).get("taints") or []
-            if any(isinstance(t, dict) and t.get("key") == DISRUPTED_TAINT_KEY for t in taints):
-                return False
-            updated = copy.deepcopy(current)
-            updated.setdefault("spec", {})["taints"] = [*taints, dict(DISRUPTED_TAINT)]
-            try:
-                await self._writer.objects.replace(NODES, updated)
-            except KubeConflictError:
-                continue
-            except KubeNotFoundError:
-                return False
+        added = await self._writer.add_node_taint(name, DISRUPTED_TAINT)
+        if added:
             log.info("node_cordoned", node=name)
-            return True
-        log.warning("node_cordon_conflicts", node=name)
-        return False
+        return added
 
     async def _drain(self, claim_name: str) -> None:
         loop = asyncio.get_running_loop()

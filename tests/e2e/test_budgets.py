@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY
+from scheduler_svc.kube.writer import DISRUPTED_TAINT_KEY
 from tests.e2e.conftest import (
     ApiWatch,
     FrozenClock,

@@ -15,7 +15,7 @@ import pytest_asyncio
 from actuator_svc.cloud.ec2 import AwsEndpoints, RetryPolicy
 from actuator_svc.service import ActuatorSettings, serve
 from daiku.actuator.v1 import actuator_pb2, actuator_pb2_grpc
-from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY
+from scheduler_svc.kube.writer import DISRUPTED_TAINT_KEY
 from tests.e2e.conftest import (
     FAST_TERMINATION,
     Stack,

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
-from scheduler_svc.kube.writer import utc_now
-from scheduler_svc.lifecycle.termination import DISRUPTED_TAINT_KEY
+from scheduler_svc.kube.writer import DISRUPTED_TAINT_KEY, utc_now
 from tests.e2e.conftest import FAST_TERMINATION, RunningScheduler, Stack, demo_object
 from tests.polling import until
 

@@ -31,9 +31,8 @@ from scheduler_svc.kube.resources import (
     PODS,
     Resource,
 )
-from scheduler_svc.kube.writer import KubeWriter
+from scheduler_svc.kube.writer import DISRUPTED_TAINT_KEY, KubeWriter
 from scheduler_svc.lifecycle.termination import (
-    DISRUPTED_TAINT_KEY,
     Terminator,
     is_drained_by_termination,
 )
