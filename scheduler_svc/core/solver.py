@@ -4,8 +4,9 @@ How it works (and why it is fast):
 * Pods with identical scheduling constraints and requests form one equivalence class; the solver
   places ``m`` copies of a class at once, so its work grows with classes x nodes touched, not
   with pods.
-* Bins are filled one at a time: existing nodes and in-flight NodeClaims first, then new
-  NodeClaims from NodePools by weight (higher first). A new NodeClaim is anchored on the first
+* Bins are filled one at a time (again for spread classes while that places pods): existing
+  nodes and in-flight NodeClaims first, then new NodeClaims from NodePools by weight (higher
+  first). A new NodeClaim is anchored on the first
   class still waiting and targets the instance type with the lowest price per unit of the
   remaining demand (FACTS §5's "cheapest that holds it", generalised); it takes a proportional
   slice of every compatible class first (so cpu-heavy and memory-heavy pods share nodes), then
@@ -94,20 +95,7 @@ class _Solver(ZoneRepacking):
         self._epoch = 0
         pending = list(self.classes)
         while pending:
-            # No class asks for less than this in any resource: bins with less room in one of
-            # them are skipped without looking at a class (large clusters are mostly full).
-            smallest = [min(c.request[d] for c in pending) for d in range(len(self.dimensions))]
-            self._smallest = smallest
-            active = list(pending)
-            for index, b in enumerate(self.bins):
-                if b.node is None and (b.pool is None or b.limit_capacity is not None):
-                    continue
-                free, used = b.allocatable, b.used
-                if any(f - u < m for f, u, m in zip(free, used, smallest, strict=True)):
-                    continue
-                if index % 64 == 0:
-                    active = [c for c in active if c.remaining]  # drop exhausted classes
-                self._fill(b, active)
+            self._fill_bins(pending)
             self._provision(pending)
             relaxed = []
             for cls in pending:
@@ -124,6 +112,35 @@ class _Solver(ZoneRepacking):
                 )
         self._improve_claims()
         return self._result()
+
+    def _fill_bins(self, pending: list[PodClass]) -> None:
+        """Fill the bins there are (existing nodes, in-flight and earlier rounds' claims) one at
+        a time. A spread class gets on each bin only what its skew allows at that moment, so a
+        domain's first bins take fewer than fit: pass over the bins again for such classes while
+        a pass places any. kube-scheduler, binding pod by pod, fills them (zone a, b, a, b), and
+        a claim launched for those pods would stay empty."""
+        # No class asks for less than this in any resource: bins with less room in one of
+        # them are skipped without looking at a class (large clusters are mostly full).
+        self._smallest = [min(c.request[d] for c in pending) for d in range(len(self.dimensions))]
+        classes = list(pending)
+        while classes and self._fill_bins_once(classes):
+            classes = [c for c in classes if c.remaining and c.spreads]
+
+    def _fill_bins_once(self, classes: list[PodClass]) -> int:
+        """One pass of ``_fill_bins``; returns the pods placed."""
+        smallest = self._smallest
+        active = list(classes)
+        placed = 0
+        for index, b in enumerate(self.bins):
+            if b.node is None and (b.pool is None or b.limit_capacity is not None):
+                continue
+            free, used = b.allocatable, b.used
+            if any(f - u < m for f, u, m in zip(free, used, smallest, strict=True)):
+                continue
+            if index % 64 == 0:
+                active = [c for c in active if c.remaining]  # drop exhausted classes
+            placed += self._fill(b, active)
+        return placed
 
     def _result(self) -> SchedulingResult:
         claims = []

@@ -769,3 +769,55 @@ def test_a_pod_the_first_claims_type_cannot_hold_gets_its_own_type() -> None:
     result = run([plain, amd64], [arm, amd])
     assert result.unschedulable == ()
     assert result.new_claims[claim_of(result, "default/p9")].offerings[0].instance_type == "b1"
+
+
+def test_an_existing_prefer_no_schedule_node_is_avoided_only_while_a_pool_taint_is() -> None:
+    """Decision 0012: a node whose taint is PreferNoSchedule is avoided only while the pod still
+    avoids some NodePool's PreferNoSchedule taint (Karpenter's gate for that relaxation): then a
+    plain pool launches a claim for it. With no such pool the pod goes onto the node, as
+    kube-scheduler would bind it there."""
+    soft = Taint("spot-only", TaintEffect.PREFER_NO_SCHEDULE)
+    node = Node("n1", {ZONE: "zone-a"}, (soft,), allocatable=Resources(4000, 8 * GIB, 110))
+    pools = [NodePool("a-tainted", taints=(soft,)), NodePool("b-plain")]
+
+    gated = run([pod("p", 1, 1)], CATALOG, pools, nodes=(node,))
+    ungated = run([pod("p", 1, 1)], CATALOG, pools[1:], nodes=(node,))
+
+    assert gated.existing_placements == ()
+    assert [c.nodepool for c in gated.new_claims] == ["b-plain"]
+    assert [p.node for p in ungated.existing_placements] == ["n1"]
+    assert ungated.new_claims == ()
+
+
+def test_every_host_port_of_a_pod_is_checked_on_an_existing_node() -> None:
+    """The second of a pod's two host ports is bound on the existing node already: the pod goes
+    to a new node, not beside the pod holding that port."""
+    holder = pod("holder", 1, 1, host_ports=(HostPort(9090),))
+    node = Node("n1", {ZONE: "zone-a"}, allocatable=Resources(8000, 16 * GIB, 110), pods=(holder,))
+    both = pod("both", 1, 1, host_ports=(HostPort(8080), HostPort(9090)))
+
+    result = run([both], CATALOG, nodes=(node,))
+
+    assert result.existing_placements == ()
+    assert claim_of(result, "default/both") == 0
+
+
+def test_zone_spread_pods_fill_the_existing_nodes_of_each_zone_in_turn() -> None:
+    """Four pods spread over zones (maxSkew 1) and one existing node per zone with room for two:
+    placed one zone after the other, each node is chosen twice and no claim is launched."""
+    app = {"app": "api"}
+    spread = TopologySpreadConstraint(ZONE, 1, label_selector=LabelSelector.of(app))
+    nodes = tuple(
+        Node(f"n-{zone}", {ZONE: zone}, allocatable=Resources(2000, 4 * GIB, 110))
+        for zone in ZONES[:2]
+    )
+    zones_a_b = NodePool("default", requirements=(Requirement(ZONE, Operator.IN, ZONES[:2]),))
+    pods = [pod(f"api-{i}", 1, 1, labels=app, topology_spread=(spread,)) for i in range(4)]
+
+    result = run(pods, CATALOG, [zones_a_b], nodes=nodes)
+
+    assert result.new_claims == ()
+    assert sorted((p.node, len(p.pods)) for p in result.existing_placements) == [
+        ("n-zone-a", 2),
+        ("n-zone-b", 2),
+    ]
