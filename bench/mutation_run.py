@@ -11,6 +11,15 @@ re-checks only what changed.
 
     nice python -m bench.mutation_run requirements      # one target
     nice python -m bench.mutation_run                    # all of them (slow)
+    python -m bench.mutation_run --save solver            # keep what a stopped run checked
+
+A whole target takes hours (each mutant runs the tests that reach it), more than one sitting
+and more than one machine: each target's verdicts are kept in ``bench/mutation_results/<target>/``
+(per module: the verdict of every mutant and the hash of every function) and put back before
+a run. mutmut keeps a verdict while its function's hash is unchanged and checks again the
+mutants of any function edited since, so a run goes on where the last one stopped. A verdict
+kept this way is not checked again when only the tests change: name the mutants to
+``mutmut run`` in ``.mutation/<target>/`` to check them again.
 """
 
 from __future__ import annotations
@@ -27,6 +36,10 @@ from bench.mutation_scores import print_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
+RESULTS = ROOT / "bench" / "mutation_results"
+SOURCE_PATHS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"][
+    "source_paths"
+]
 SOLVER_CORE_TESTS = [
     "tests/scheduler_svc/core",
     "--ignore=tests/scheduler_svc/core/disruption",
@@ -122,19 +135,71 @@ def _prepare(name: str, target: Target) -> Path:
     return work
 
 
+def _mutated_modules(mutants: Path) -> list[Path]:
+    """mutmut's ``.meta`` files of the mutated code (not the copies of ``bench/`` it makes,
+    which hold the kept results)."""
+    return sorted(meta for top in SOURCE_PATHS for meta in (mutants / top).rglob("*.py.meta"))
+
+
+def restore_results(name: str, work: Path, results: Path = RESULTS) -> None:
+    """Put the kept verdicts of ``name`` where mutmut reads them (a module mutmut has results
+    for already is left alone)."""
+    for kept in sorted((results / name).rglob("*.py.meta")):
+        meta = work / "mutants" / kept.relative_to(results / name)
+        if meta.exists():
+            continue
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        verdicts = json.loads(kept.read_text())
+        meta.write_text(
+            json.dumps(
+                {
+                    **verdicts,
+                    "type_check_error_by_key": {},
+                    "durations_by_key": {},
+                    "estimated_durations_by_key": {},
+                }
+            )
+        )
+
+
+def save_results(name: str, work: Path, results: Path = RESULTS) -> None:
+    """Keep the verdicts and function hashes of ``name``'s run (timings left out: they are
+    this machine's), one mutant per line so that a change reads as the verdicts it changed."""
+    for meta in _mutated_modules(work / "mutants"):
+        data = json.loads(meta.read_text())
+        kept = results / name / meta.relative_to(work / "mutants")
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        verdicts = {
+            "exit_code_by_key": dict(sorted(data["exit_code_by_key"].items())),
+            "hash_by_function_name": dict(sorted(data["hash_by_function_name"].items())),
+        }
+        kept.write_text(json.dumps(verdicts, indent=0, ensure_ascii=False) + "\n")
+
+
 def run(name: str) -> int:
     work = _prepare(name, TARGETS[name])
+    restore_results(name, work)
     mutmut = Path(sys.executable).with_name("mutmut")
-    code = subprocess.call([str(mutmut), "run"], cwd=work, env={**os.environ})
+    try:
+        code = subprocess.call([str(mutmut), "run"], cwd=work, env={**os.environ})
+    finally:
+        save_results(name, work)
     print_scores(work / "mutants")
     return code
 
 
 def main() -> None:
-    names = sys.argv[1:] or list(TARGETS)
+    args = sys.argv[1:]
+    save_only = "--save" in args
+    names = [a for a in args if a != "--save"] or list(TARGETS)
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
         sys.exit(f"unknown target(s) {unknown}; known: {', '.join(TARGETS)}")
+    if save_only:
+        for name in names:
+            save_results(name, WORK / name)
+            print_scores(WORK / name / "mutants")
+        return
     sys.exit(max(run(name) for name in names))
 
 

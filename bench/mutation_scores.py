@@ -40,7 +40,10 @@ def score_rows(
     checked mutants; ``checked`` leaves the equivalent mutants out, ``detected`` counts the
     timeouts (on a busy machine a slow survivor can time out: the column shows how many)."""
     rows = []
-    for meta in sorted(root.rglob("*.py.meta")):
+    # Only the mutated code: mutmut's copy of bench/ holds the kept results (mutation_run.py).
+    for meta in sorted(
+        m for m in root.rglob("*.py.meta") if m.relative_to(root).parts[0] != "bench"
+    ):
         exit_codes: dict[str, int | None] = json.loads(meta.read_text()).get("exit_code_by_key", {})
         statuses: Counter[str] = Counter()
         equivalent = 0
