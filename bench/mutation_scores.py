@@ -2,9 +2,9 @@
 ``mutants/**/*.py.meta`` files ``mutmut run`` leaves (``make mutation`` runs both).
 
 A mutant counts as detected when the tests failed (killed), timed out or crashed; "no tests"
-and "survived" count as missed. Mutants listed in ``bench/mutation_equivalents.toml`` behave
-exactly as the original code (no test could tell them apart), so they are left out of the
-score and counted in the ``equivalent`` column. Run from the repository root.
+and "survived" count as missed. Mutants listed in ``bench/mutation_equivalents/<module>.toml``
+behave exactly as the original code (no test could tell them apart), so they are left out of
+the score and counted in the ``equivalent`` column. Run from the repository root.
 
 One module at a time, e.g.::
 
@@ -22,14 +22,16 @@ from mutmut.stats import status_by_exit_code
 
 DETECTED = {"killed", "timeout", "segfault", "caught by type check"}
 MISSED = {"survived", "no tests"}
-EQUIVALENTS_FILE = Path(__file__).with_name("mutation_equivalents.toml")
+# One file per module (``scheduler_svc.core.packing.toml``), so work on two modules never
+# edits the same file.
+EQUIVALENTS_DIR = Path(__file__).with_name("mutation_equivalents")
 
 
-def equivalent_mutants(path: Path = EQUIVALENTS_FILE) -> dict[str, str]:
+def equivalent_mutants(directory: Path = EQUIVALENTS_DIR) -> dict[str, str]:
     """Mutant name -> why it behaves as the original (one line)."""
-    if not path.exists():
-        return {}
-    table: dict[str, str] = tomllib.loads(path.read_text())["equivalent"]
+    table: dict[str, str] = {}
+    for path in sorted(directory.glob("*.toml")):
+        table.update(tomllib.loads(path.read_text())["equivalent"])
     return table
 
 
