@@ -61,7 +61,6 @@ from scheduler_svc.core.disruption.model import (
     NodeCondition,
     NodePoolState,
     PodDisruptionBudget,
-    has_do_not_disrupt,
 )
 from scheduler_svc.core.disruption.rebalance import plan_rebalance, rebalance_status
 from scheduler_svc.core.disruption.repair import (
@@ -122,7 +121,6 @@ __all__ = [
     "drift_reason",
     "expiry_reason",
     "explain_node",
-    "has_do_not_disrupt",
     "nodeclass_hash",
     "nodepool_hash",
     "nodepool_health",

@@ -51,11 +51,6 @@ ROOM_HELD_UNTIL_ANNOTATION = "daiku.dev/room-held-until"
 NON_RESCHEDULABLE_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
 
 
-def has_do_not_disrupt(annotations: Mapping[str, str]) -> bool:
-    """Whether a pod's annotations hold it in place for good (either annotation ``true``)."""
-    return any(annotations.get(key) == "true" for key in DO_NOT_DISRUPT_ANNOTATIONS)
-
-
 @dataclass(frozen=True)
 class NodeCondition:
     """One of a Node's status conditions (``Ready``, ``MemoryPressure``, a node problem

@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 
 from scheduler_svc.core.model import Pod
-from scheduler_svc.kube.convert_disruption import candidate_pod_from_k8s, claim_facts_from_k8s
+from scheduler_svc.kube.convert_disruption import (
+    candidate_pod_from_k8s,
+    claim_facts_from_k8s,
+    do_not_disrupt_hold,
+)
 
 STARTED = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
 
@@ -80,3 +84,24 @@ def test_claim_facts_of_a_bare_object_are_unknown_not_errors() -> None:
     assert facts.security_group_ids is None
     assert not facts.is_initialized
     assert not facts.is_deleting
+
+
+@pytest.mark.parametrize(
+    ("annotations", "held"),
+    [
+        ({"karpenter.sh/do-not-disrupt": "true"}, True),
+        ({"daiku.dev/do-not-disrupt": "true"}, True),
+        ({"karpenter.sh/do-not-disrupt": "false", "daiku.dev/do-not-disrupt": "true"}, True),
+        ({"karpenter.sh/do-not-disrupt": "True"}, False),
+        ({"karpenter.sh/do-not-disrupt": "false"}, False),
+        ({"other": "true"}, False),
+        ({}, False),
+    ],
+)
+def test_either_do_not_disrupt_annotation_holds_a_pod_for_good(
+    annotations: dict[str, str], held: bool
+) -> None:
+    """Either spelling with exactly ``true`` holds the pod with no end; anything else does not
+    (Karpenter compares the value to "true")."""
+    hold = do_not_disrupt_hold({"metadata": {"annotations": annotations}})
+    assert hold == ((True, None) if held else (False, None))

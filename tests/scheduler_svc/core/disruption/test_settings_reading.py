@@ -10,7 +10,6 @@ from scheduler_svc.core.disruption import (
     DisruptionReason,
     DisruptionSettings,
     DisruptionSettingsError,
-    has_do_not_disrupt,
 )
 from scheduler_svc.core.disruption.settings import parse_go_duration
 
@@ -85,21 +84,3 @@ def test_go_durations_read_as_go_reads_them(text: str, seconds: float) -> None:
 )
 def test_what_go_does_not_read_as_a_duration_is_none(text: str) -> None:
     assert parse_go_duration(text) is None
-
-
-@pytest.mark.parametrize(
-    ("annotations", "held"),
-    [
-        ({"karpenter.sh/do-not-disrupt": "true"}, True),
-        ({"daiku.dev/do-not-disrupt": "true"}, True),
-        ({"karpenter.sh/do-not-disrupt": "false", "daiku.dev/do-not-disrupt": "true"}, True),
-        ({"karpenter.sh/do-not-disrupt": "True"}, False),
-        ({"karpenter.sh/do-not-disrupt": "false"}, False),
-        ({"other": "true"}, False),
-        ({}, False),
-    ],
-)
-def test_either_do_not_disrupt_annotation_holds_a_pod_for_good(
-    annotations: dict[str, str], held: bool
-) -> None:
-    assert has_do_not_disrupt(annotations) is held
