@@ -95,14 +95,21 @@ class _Solver(ZoneRepacking):
         self._epoch = 0
         pending = list(self.classes)
         while pending:
+            waiting_before = sum(c.remaining for c in pending)
             self._fill_bins(pending)
             self._provision(pending)
+            waiting = [c for c in pending if c.remaining]
+            if waiting and sum(c.remaining for c in waiting) < waiting_before:
+                # Pods were placed this round: those left may need them (a required pod
+                # affinity to a pod of a later class). Karpenter's queue retries a pod that
+                # failed once others were placed, before relaxing it; so do we.
+                pending = waiting
+                continue
             relaxed = []
-            for cls in pending:
-                if cls.remaining:
-                    next_class = self._relax(cls)
-                    if next_class is not None:
-                        relaxed.append(next_class)
+            for cls in waiting:
+                next_class = self._relax(cls)
+                if next_class is not None:
+                    relaxed.append(next_class)
             pending = relaxed
         for cls in (*self.classes, *self._extra):
             if cls.remaining:
@@ -132,8 +139,6 @@ class _Solver(ZoneRepacking):
         active = list(classes)
         placed = 0
         for index, b in enumerate(self.bins):
-            if b.node is None and (b.pool is None or b.limit_capacity is not None):
-                continue
             free, used = b.allocatable, b.used
             if any(f - u < m for f, u, m in zip(free, used, smallest, strict=True)):
                 continue

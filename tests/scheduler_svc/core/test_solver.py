@@ -821,3 +821,22 @@ def test_zone_spread_pods_fill_the_existing_nodes_of_each_zone_in_turn() -> None
         ("n-zone-a", 2),
         ("n-zone-b", 2),
     ]
+
+
+def test_a_pod_whose_required_affinity_targets_a_later_class_joins_it_on_an_existing_node() -> None:
+    """Classes are placed largest first, so the 2-cpu pod needing to share a node with the db
+    pod is tried before the db pod lands on the existing node. As Karpenter's queue does, it is
+    tried again once the round placed others: it joins the db pod there (room for both)."""
+    host = "kubernetes.io/hostname"
+    near_db = (PodAffinityTerm(host, LabelSelector.of({"app": "db"})),)
+    big = pod("big", 2, 1, pod_affinity=near_db)
+    db = pod("db", 0.5, 1, labels={"app": "db"})
+    node = Node("n1", {host: "n1", ZONE: "zone-a"}, allocatable=Resources(4000, 16 * GIB, 110))
+
+    result = run([big, db], CATALOG, nodes=(node,))
+
+    assert result.unschedulable == ()
+    assert [(e.node, sorted(e.pods)) for e in result.existing_placements] == [
+        ("n1", ["default/big", "default/db"])
+    ]
+    assert result.new_claims == ()
