@@ -4,11 +4,14 @@ every compatible class first, then largest-first (claims spread over domains fil
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from scheduler_svc.core.pricing import Pricing
 from scheduler_svc.core.requirements import (
+    LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
+    LABEL_ZONE,
     Operator,
     Requirement,
     Requirements,
@@ -45,6 +48,9 @@ class Packing(Pricing):
         if b.pool is not None and b.pool.min_values:
             cap = self._min_values_cap(b, cls, cap, bits)
             if cap <= 0:
+                # minValues count the types that hold the copies: a smaller class of the
+                # family may still leave enough of them.
+                self._blocked_by_constraint = False
                 return 0, requirements, bits
         return cap, requirements, bits
 
@@ -86,19 +92,22 @@ class Packing(Pricing):
         """``cap`` lowered to what the class's spreads and pod (anti-)affinity allow on the
         bin, with the requirements and types narrowed by the domains it pins; None when they
         allow no copy. A new claim not yet in a domain of a key is pinned to the candidate
-        domain allowing the most copies (ties: the one the class's first group counts least)."""
+        domain allowing the most copies (ties: the one the class's first group counts least,
+        then the one the claim's target is cheapest in)."""
         for key in cls.keys:
             domain = self._domain(b, key, requirements)
             if domain is None and b.node is None and key != LABEL_HOSTNAME:
                 candidates = self._candidates(b, key, requirements)
                 if candidates:
-                    best_value, best_cap, best_count = "", -1, INF
+                    best_value, best_cap, best_rank = "", -1, (INF, math.inf)
                     first_group = self._first_group(cls, key)
+                    prices = self._target_prices(b, key, requirements)
                     for value in candidates:
                         value_cap = self._topology_cap(b, cls, key, value)
                         count = first_group.counts.get(value, 0) if first_group else 0
-                        if value_cap > best_cap or (value_cap == best_cap and count < best_count):
-                            best_value, best_cap, best_count = value, value_cap, count
+                        rank = (count, prices.get(value, math.inf))
+                        if value_cap > best_cap or (value_cap == best_cap and rank < best_rank):
+                            best_value, best_cap, best_rank = value, value_cap, rank
                     if best_cap <= 0:
                         return None
                     cap = min(cap, best_cap)
@@ -110,6 +119,18 @@ class Packing(Pricing):
             if cap <= 0:
                 return None
         return cap, requirements, bits
+
+    def _target_prices(self, b: Bin, key: str, requirements: Requirements) -> dict[str, float]:
+        """For a zone or capacity-type key: the price of the claim target's cheapest offering
+        in each of its values the requirements admit (other keys: none)."""
+        if key not in (LABEL_ZONE, LABEL_CAPACITY_TYPE):
+            return {}
+        prices: dict[str, float] = {}
+        zones = requirements.get(LABEL_ZONE)
+        capacity_types = requirements.get(LABEL_CAPACITY_TYPE)
+        for o in self.catalog.matching_offerings(b.target, zones, capacity_types):
+            prices.setdefault(o.zone if key == LABEL_ZONE else o.capacity_type, o.price_per_hour)
+        return prices
 
     def _place(
         self, b: Bin, cls: PodClass, count: int, requirements: Requirements, bits: int
