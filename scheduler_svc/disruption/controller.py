@@ -52,10 +52,10 @@ from scheduler_svc.core.disruption import (
 )
 from scheduler_svc.core.disruption.model import DO_NOT_DISRUPT_GRACE_ENDED_ANNOTATION
 from scheduler_svc.core.model import InstanceType
+from scheduler_svc.disruption.disrupted_taints import DisruptedTaints
 from scheduler_svc.disruption.snapshot import build_snapshot, nodeclass_state
 from scheduler_svc.errors import KubeApiError
 from scheduler_svc.kube.convert import node_class_name_of
-from scheduler_svc.kube.convert_disruption import moves_with_its_node
 from scheduler_svc.kube.resources import (
     EC2_NODE_CLASSES,
     NODE_CLAIMS,
@@ -63,11 +63,8 @@ from scheduler_svc.kube.resources import (
     NODES,
     PODS,
     KubeObject,
-    object_key,
 )
 from scheduler_svc.kube.writer import (
-    DISRUPTED_TAINT,
-    DISRUPTED_TAINT_KEY,
     KubeWriter,
     condition,
     conditions_of,
@@ -150,6 +147,7 @@ class DisruptionController:
         # starts no earlier, as its pods could not bind before.
         self.initialized_at: dict[str, datetime] = {}
         self._writer = writer
+        self.taints = DisruptedTaints(writer, mirror)
         self._metrics = metrics
         self._creator = creator
         self._instance_types = instance_types
@@ -241,7 +239,7 @@ class DisruptionController:
     async def disrupt_once(self) -> list[DisruptionDecision]:
         """One pass; returns the decisions acted on."""
         self.passes += 1
-        await self._clear_stale_taints()
+        await self.taints.clear_stale(self._disrupting)
         await self._stamp_hashes()
         snapshot = await self.snapshot()
         now = self._clock()
@@ -447,7 +445,7 @@ class DisruptionController:
                 self._record(decision, "invalidated", checked.reason)
                 return False
         if decision.reason is DisruptionReason.EMPTY:
-            busy = await self._cordon_if_still_empty(decision)
+            busy = await self.taints.cordon_if_still_empty(decision.nodes)
             if busy:
                 self._record(decision, "invalidated", busy)
                 return False
@@ -486,61 +484,6 @@ class DisruptionController:
             await self._writer.delete_nodeclaim(claim)
         self._record(decision, "disrupted")
         return True
-
-    async def _cordon_if_still_empty(self, decision: DisruptionDecision) -> str:
-        """Taint an Empty decision's nodes disrupted:NoSchedule, then read their pods from the
-        API server: "" when they are still empty, else why not (the taints this call added
-        are removed again).
-
-        The pass read the mirror, and the default-scheduler may bind a pod to a node it saw
-        empty (one nominated for other pods, or just Ready) before the watch delivers the
-        bind: the drain would then evict it, and a bare pod is lost. Karpenter closes this by
-        validating Empty decisions after a 15 s wait; here no pod is scheduled onto the node
-        once tainted, and the read after the taint sees every bind made before it."""
-        tainted: list[str] = []
-        why = ""
-        try:
-            for node in decision.nodes:
-                if await self._writer.add_node_taint(node, DISRUPTED_TAINT):
-                    tainted.append(node)
-                pods = [p for p in await self._writer.pods_on_node(node) if moves_with_its_node(p)]
-                if pods:
-                    bound = ", ".join(sorted(object_key(p) for p in pods))
-                    why = f"node {node} is no longer empty: {bound} bound to it since the decision"
-                    break
-        except KubeApiError as error:
-            why = f"could not check that the nodes are still empty: {error}"
-        if why:
-            for node in tainted:
-                await self._untaint(node)
-        return why
-
-    async def _untaint(self, node: str) -> None:
-        """Remove our disrupted taint; a failed write leaves it to `_clear_stale_taints`."""
-        try:
-            await self._writer.remove_node_taint(node, DISRUPTED_TAINT_KEY)
-        except KubeApiError as error:
-            log.warning("disruption_untaint_failed", node=node, error=str(error))
-
-    async def _clear_stale_taints(self) -> None:
-        """Remove the disrupted taint from nodes no decision is acting on: their NodeClaim is
-        not being deleted and this process is not disrupting them. A pass that stopped between
-        its taint and its delete (a crash, an API error) leaves such a node, which would then
-        take no pods and never be disrupted again (Karpenter clears its taint the same way).
-        An interruption's cordon racing this is harmless: its delete follows at once and the
-        termination taints the node again."""
-        for claim in list(self._mirror.objects(NODE_CLAIMS).values()):
-            node = (claim.get("status") or {}).get("nodeName")
-            if (
-                not isinstance(node, str)
-                or node in self._disrupting
-                or (claim.get("metadata") or {}).get("deletionTimestamp")
-            ):
-                continue
-            taints = ((self._mirror.get(NODES, node) or {}).get("spec") or {}).get("taints") or []
-            if any(isinstance(t, dict) and t.get("key") == DISRUPTED_TAINT_KEY for t in taints):
-                log.info("disruption_stale_taint_removed", node=node, nodeclaim=name_of(claim))
-                await self._untaint(node)
 
     async def _launch_replacements(self, decision: DisruptionDecision) -> list[str]:
         names: list[str] = []

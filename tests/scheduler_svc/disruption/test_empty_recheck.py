@@ -148,10 +148,10 @@ async def test_a_taint_left_by_a_stopped_pass_is_removed_by_the_next_one(
 
     being_deleted = ClusterMirror()
     fill(being_deleted, nodes=[tainted], nodeclaims=[deleting])
-    await controller(writer, being_deleted)._clear_stale_taints()
+    await controller(writer, being_deleted).taints.clear_stale(())
     assert await taint_keys(server) == [DISRUPTED_TAINT_KEY]
 
     left_behind = ClusterMirror()
     fill(left_behind, nodes=[tainted], nodeclaims=[claim])
-    await controller(writer, left_behind)._clear_stale_taints()
+    await controller(writer, left_behind).taints.clear_stale(())
     assert await taint_keys(server) == []
