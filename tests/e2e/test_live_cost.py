@@ -131,10 +131,12 @@ async def test_scaling_inflate_20_to_40_ends_within_5_percent_of_plan(
         before = await live_price(stack)
         # Consolidation's time: each round moves the clock a minute, past consolidateAfter
         # (30 s); a merge in waves starts once its nodes have been quiet for 10 minutes
-        # (ConsolidationOptions.waves_min_quiet_seconds), from the tenth round. Done when two
-        # rounds in a row change no NodeClaim after that.
-        waves_from = clock.now + timedelta(seconds=ConsolidationOptions().waves_min_quiet_seconds)
-        unchanged = 0
+        # (ConsolidationOptions.waves_min_quiet_seconds), counted from the last pod change the
+        # controller saw on them before consolidation began (a pod's late status update may
+        # come a round after the scale-up). Done when two rounds in a row change no NodeClaim
+        # after that.
+        quiet = timedelta(seconds=ConsolidationOptions().waves_min_quiet_seconds)
+        unchanged, consolidating, waves_from = 0, False, clock.now + quiet
         for _ in range(30):
             names = await claim_names(stack)
             clock.set(clock.now + timedelta(seconds=61))
@@ -143,8 +145,13 @@ async def test_scaling_inflate_20_to_40_ends_within_5_percent_of_plan(
             passes = controller.passes
             await until(lambda: controller.passes >= passes + 2, timeout_seconds=60)  # noqa: B023
             await until(lambda: settled(stack, 40), timeout_seconds=120)
-            unchanged = unchanged + 1 if await claim_names(stack) == names else 0
-            if unchanged >= 2 and clock.now > waves_from:
+            if not consolidating:
+                last_change = max(controller.last_pod_event_at.values(), default=clock.now)
+                waves_from = last_change + quiet
+            changed = await claim_names(stack) != names
+            consolidating = consolidating or changed
+            unchanged = 0 if changed or clock.now <= waves_from else unchanged + 1
+            if unchanged >= 2:
                 break
         after = await live_price(stack)
     planned = plan_price(tmp_path, 40)
