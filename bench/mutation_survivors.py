@@ -9,7 +9,9 @@ against them (without a whole ``mutmut run``).
 ``mutmut show``'s diff. ``check`` copies the test files into the target's ``mutants/`` tree and
 runs them once per named mutant with that mutant switched on (mutmut's ``MUTANT_UNDER_TEST``),
 printing ``killed`` or ``ALIVE`` for each; ``mutmut run NAME...`` in ``.mutation/<target>/``
-then records the verdicts.
+then records the verdicts. Do not ``check`` a test that fails on the code a running
+``mutmut run`` copied (one written for a fix made since): the copy lands in the tree that run
+reads, and a test it already maps to a function would then kill every later mutant of it.
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@ How it works (and why it is fast):
   with pods.
 * Bins are filled one at a time (again for spread classes while that places pods): existing
   nodes and in-flight NodeClaims first, then new NodeClaims from NodePools by weight (higher
-  first). A new NodeClaim is anchored on the first
-  class still waiting and targets the instance type with the lowest price per unit of the
-  remaining demand (FACTS §5's "cheapest that holds it", generalised); it takes a proportional
-  slice of every compatible class first (so cpu-heavy and memory-heavy pods share nodes), then
-  fills what is left largest-first. Its final instance type is the cheapest that holds what it
-  got; every other compatible offering follows, cheapest first, as the actuator's fallbacks.
+  first). A new NodeClaim is anchored on the first class still waiting and targets the
+  instance type with the lowest price per unit of the remaining demand (FACTS §5's "cheapest
+  that holds it", generalised); it takes a proportional slice of every compatible class first
+  (so cpu-heavy and memory-heavy pods share nodes), then fills what is left largest-first. Its
+  final instance type is the cheapest that holds what it got; every other compatible offering
+  follows, cheapest first, as the actuator's fallbacks.
   When the anchoring class spreads across zones (or capacity types), one claim per domain is
   opened and the claims are filled together, round-robin, so the skew lets each take its share.
 * Instance types are bitsets (``CatalogIndex``); topology counts are kept per group and domain
