@@ -12,14 +12,16 @@ re-checks only what changed.
     nice python -m bench.mutation_run requirements      # one target
     nice python -m bench.mutation_run                    # all of them (slow)
     python -m bench.mutation_run --save solver            # keep what a stopped run checked
+    nice python -m bench.mutation_run --recheck solver   # check the survivors again (new tests)
 
 A whole target takes hours (each mutant runs the tests that reach it), more than one sitting
 and more than one machine: each target's verdicts are kept in ``bench/mutation_results/<target>/``
 (per module: the verdict of every mutant and the hash of every function) and put back before
 a run. mutmut keeps a verdict while its function's hash is unchanged and checks again the
 mutants of any function edited since, so a run goes on where the last one stopped. A verdict
-kept this way is not checked again when only the tests change: name the mutants to
-``mutmut run`` in ``.mutation/<target>/`` to check them again.
+kept this way is not checked again when only the tests change: ``--recheck`` marks the
+survivors (less the listed equivalents) unchecked and drops mutmut's map of which tests reach
+which function, so the run checks them again with the tests written since.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.mutation_scores import print_scores
+from mutmut.stats import status_by_exit_code
+
+from bench.mutation_scores import MISSED, equivalent_mutants, print_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
@@ -176,9 +180,30 @@ def save_results(name: str, work: Path, results: Path = RESULTS) -> None:
         kept.write_text(json.dumps(verdicts, indent=0, ensure_ascii=False) + "\n")
 
 
-def run(name: str) -> int:
+def mark_survivors_unchecked(work: Path, equivalents: dict[str, str]) -> int:
+    """Set every missed mutant not in ``equivalents`` back to unchecked and remove mutmut's
+    test map (``mutmut-stats.json``): mutmut runs only the tests it mapped at the start of a
+    run, so a test written since would not run against the survivors it kills. Returns how
+    many mutants were marked."""
+    marked = 0
+    for meta in _mutated_modules(work / "mutants"):
+        data = json.loads(meta.read_text())
+        codes: dict[str, int | None] = data["exit_code_by_key"]
+        for key, code in codes.items():
+            if status_by_exit_code[code] in MISSED and key not in equivalents:
+                codes[key] = None
+                marked += 1
+        meta.write_text(json.dumps(data))
+    (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+    return marked
+
+
+def run(name: str, recheck: bool = False) -> int:
     work = _prepare(name, TARGETS[name])
     restore_results(name, work)
+    if recheck:
+        marked = mark_survivors_unchecked(work, equivalent_mutants())
+        print(f"{name}: {marked} survivors to check again")
     mutmut = Path(sys.executable).with_name("mutmut")
     try:
         code = subprocess.call([str(mutmut), "run"], cwd=work, env={**os.environ})
@@ -191,7 +216,8 @@ def run(name: str) -> int:
 def main() -> None:
     args = sys.argv[1:]
     save_only = "--save" in args
-    names = [a for a in args if a != "--save"] or list(TARGETS)
+    recheck = "--recheck" in args
+    names = [a for a in args if a not in {"--save", "--recheck"}] or list(TARGETS)
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
         sys.exit(f"unknown target(s) {unknown}; known: {', '.join(TARGETS)}")
@@ -200,7 +226,7 @@ def main() -> None:
             save_results(name, WORK / name)
             print_scores(WORK / name / "mutants")
         return
-    sys.exit(max(run(name) for name in names))
+    sys.exit(max(run(name, recheck) for name in names))
 
 
 if __name__ == "__main__":

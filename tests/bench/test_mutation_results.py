@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mutmut.mutation.data import SourceFileMutationData
 
-from bench.mutation_run import restore_results, save_results
+from bench.mutation_run import mark_survivors_unchecked, restore_results, save_results
 
 MODULE = Path("scheduler_svc/core/pricing.py")
 KILLED, SURVIVED = 1, 0
@@ -65,3 +65,26 @@ def test_a_module_the_work_directory_has_results_for_is_not_overwritten(tmp_path
     restore_results("solver", work, results)
 
     assert json.loads(local.read_text()) == META
+
+
+def test_recheck_marks_survivors_not_listed_equivalent_unchecked(tmp_path: Path) -> None:
+    """A survivor goes back to unchecked (so the run tries it against the newer tests); a
+    listed equivalent, a killed mutant and mutmut's stale test map do not come back."""
+    equivalent = "scheduler_svc.core.pricing.x_cost__mutmut_4"
+    meta = _write_meta(
+        tmp_path,
+        {**META, "exit_code_by_key": {**META["exit_code_by_key"], equivalent: SURVIVED}},  # type: ignore[dict-item]
+    )
+    stats = tmp_path / "mutants" / "mutmut-stats.json"
+    stats.write_text("{}")
+
+    marked = mark_survivors_unchecked(tmp_path, {equivalent: "same behaviour"})
+
+    assert marked == 1
+    assert json.loads(meta.read_text())["exit_code_by_key"] == {
+        "scheduler_svc.core.pricing.x_cost__mutmut_2": None,
+        "scheduler_svc.core.pricing.x_cost__mutmut_1": KILLED,
+        "scheduler_svc.core.pricing.x_cost__mutmut_3": None,
+        equivalent: SURVIVED,
+    }
+    assert not stats.exists()
