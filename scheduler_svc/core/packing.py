@@ -132,6 +132,13 @@ class Packing(Pricing):
             prices.setdefault(o.zone if key == LABEL_ZONE else o.capacity_type, o.price_per_hour)
         return prices
 
+    def _claim_price(self, b: Bin) -> float:
+        """The price of the claim target's cheapest offering its requirements admit."""
+        offerings = self.catalog.matching_offerings(
+            b.target, b.requirements.get(LABEL_ZONE), b.requirements.get(LABEL_CAPACITY_TYPE)
+        )
+        return offerings[0].price_per_hour if offerings else math.inf
+
     def _place(
         self, b: Bin, cls: PodClass, count: int, requirements: Requirements, bits: int
     ) -> None:
@@ -337,7 +344,9 @@ class Packing(Pricing):
 
     def _distribute(self, bins: Sequence[Bin], cls: PodClass, want: int) -> int:
         """Place up to ``want`` copies over ``bins``; a spread class round-robin, emptiest
-        domain first, so each claim's skew allowance grows as the others fill."""
+        domain first, so each claim's skew allowance grows as the others fill. Among domains
+        alike, the claim whose target is cheapest there goes first: a lone spread pod goes to
+        the cheapest zone, not the first by name."""
         if len(bins) == 1:
             count, requirements, bits = self._max_copies(bins[0], cls, min(want, cls.remaining))
             if count > 0:
@@ -352,7 +361,12 @@ class Packing(Pricing):
             share = want
             if group is not None:
                 order = sorted(
-                    bins, key=lambda b: (group.counts.get(self._domain(b, group.key), 0), b.id)
+                    bins,
+                    key=lambda b: (
+                        group.counts.get(self._domain(b, group.key), 0),
+                        self._claim_price(b),
+                        b.id,
+                    ),
                 )
                 share = max(1, -(-want // len(bins)))
             for b in order:
