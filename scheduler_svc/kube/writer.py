@@ -33,10 +33,9 @@ UNREGISTERED_TAINT_KEY = "daiku.dev/unregistered"
 # Karpenter's karpenter.sh/disrupted:NoSchedule: on a node being taken away (no new pods).
 DISRUPTED_TAINT_KEY = "daiku.dev/disrupted"
 DISRUPTED_TAINT: dict[str, str] = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
-# Conflicts in a row before a read-modify-write of a Node's taints gives up.
-TAINT_WRITE_ATTEMPTS = 5
-# Conflicts in a row before a status write gives up (each one reads the object again).
-STATUS_WRITE_ATTEMPTS = 5
+# Conflicts in a row before a read-modify-write (an object's status, a Node's taints) gives
+# up; each attempt reads the object again.
+WRITE_ATTEMPTS = 5
 
 
 def utc_now() -> datetime:
@@ -180,7 +179,7 @@ class KubeWriter:
         new_status: Callable[[KubeObject], Mapping[str, Any] | None],
         *,
         current: KubeObject | None = None,
-        attempts: int = STATUS_WRITE_ATTEMPTS,
+        attempts: int = WRITE_ATTEMPTS,
     ) -> KubeObject | None:
         """Replace the status of `name` with `new_status(object)`, conditional on the
         resourceVersion it was computed from.
@@ -266,7 +265,7 @@ class KubeWriter:
     ) -> bool:
         # A merge patch would replace the whole list and lose a taint another writer (the node
         # lifecycle controller, a user) added since our read: read-modify-write instead.
-        for _attempt in range(TAINT_WRITE_ATTEMPTS):
+        for _attempt in range(WRITE_ATTEMPTS):
             try:
                 current = await self.objects.get(NODES, name)
             except KubeNotFoundError:

@@ -14,7 +14,7 @@ from scheduler_svc.kube.client import api_client_from_kubeconfig
 from scheduler_svc.kube.objects import KubeObjects
 from scheduler_svc.kube.resources import NODE_CLAIMS, KubeObject, Resource
 from scheduler_svc.kube.writer import (
-    STATUS_WRITE_ATTEMPTS,
+    WRITE_ATTEMPTS,
     KubeWriter,
     condition,
     is_condition_true,
@@ -82,6 +82,6 @@ async def test_a_claim_that_keeps_changing_gives_up_with_a_conflict(
     with pytest.raises(KubeConflictError):
         await kube.set_nodeclaim_conditions(claim, [("Launched", "True", "Launched", "")])
 
-    assert reads == STATUS_WRITE_ATTEMPTS - 1
+    assert reads == WRITE_ATTEMPTS - 1
     read = await real_get(NODE_CLAIMS, "default-busy")
     assert condition(read, "Launched") is None
