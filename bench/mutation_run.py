@@ -20,8 +20,8 @@ and more than one machine: each target's verdicts are kept in ``bench/mutation_r
 a run. mutmut keeps a verdict while its function's hash is unchanged and checks again the
 mutants of any function edited since, so a run goes on where the last one stopped. A verdict
 kept this way is not checked again when only the tests change: ``--recheck`` marks the
-survivors (less the listed equivalents) unchecked and drops mutmut's map of which tests reach
-which function, so the run checks them again with the tests written since.
+survivors and timeouts (less the listed equivalents) unchecked and drops mutmut's map of which
+tests reach which function, so the run checks them again with the tests written since.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ from pathlib import Path
 from mutmut.stats import status_by_exit_code
 
 from bench.mutation_scores import MISSED, equivalent_mutants, print_scores
+
+# A timeout counts as detected, but on a loaded machine a slow survivor times out too: checked
+# again with the survivors, a real one (a loop that never ends) times out again.
+RECHECKED = {*MISSED, "timeout"}
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
@@ -181,16 +185,16 @@ def save_results(name: str, work: Path, results: Path = RESULTS) -> None:
 
 
 def mark_survivors_unchecked(work: Path, equivalents: dict[str, str]) -> int:
-    """Set every missed mutant not in ``equivalents`` back to unchecked and remove mutmut's
-    test map (``mutmut-stats.json``): mutmut runs only the tests it mapped at the start of a
-    run, so a test written since would not run against the survivors it kills. Returns how
-    many mutants were marked."""
+    """Set every missed or timed-out mutant not in ``equivalents`` back to unchecked and
+    remove mutmut's test map (``mutmut-stats.json``): mutmut runs only the tests it mapped at
+    the start of a run, so a test written since would not run against the survivors it kills.
+    Returns how many mutants were marked."""
     marked = 0
     for meta in _mutated_modules(work / "mutants"):
         data = json.loads(meta.read_text())
         codes: dict[str, int | None] = data["exit_code_by_key"]
         for key, code in codes.items():
-            if status_by_exit_code[code] in MISSED and key not in equivalents:
+            if status_by_exit_code[code] in RECHECKED and key not in equivalents:
                 codes[key] = None
                 marked += 1
         meta.write_text(json.dumps(data))

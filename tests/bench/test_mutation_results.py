@@ -12,7 +12,7 @@ from mutmut.mutation.data import SourceFileMutationData
 from bench.mutation_run import mark_survivors_unchecked, restore_results, save_results
 
 MODULE = Path("scheduler_svc/core/pricing.py")
-KILLED, SURVIVED = 1, 0
+KILLED, SURVIVED, TIMEOUT = 1, 0, 36
 META = {
     "exit_code_by_key": {
         "scheduler_svc.core.pricing.x_cost__mutmut_2": SURVIVED,
@@ -67,24 +67,27 @@ def test_a_module_the_work_directory_has_results_for_is_not_overwritten(tmp_path
     assert json.loads(local.read_text()) == META
 
 
-def test_recheck_marks_survivors_not_listed_equivalent_unchecked(tmp_path: Path) -> None:
-    """A survivor goes back to unchecked (so the run tries it against the newer tests); a
-    listed equivalent, a killed mutant and mutmut's stale test map do not come back."""
+def test_recheck_marks_survivors_and_timeouts_not_listed_equivalent_unchecked(
+    tmp_path: Path,
+) -> None:
+    """A survivor and a timeout go back to unchecked (so the run tries them against the newer
+    tests, and on a quiet machine); a listed equivalent, a killed mutant and mutmut's stale
+    test map do not come back."""
     equivalent = "scheduler_svc.core.pricing.x_cost__mutmut_4"
-    meta = _write_meta(
-        tmp_path,
-        {**META, "exit_code_by_key": {**META["exit_code_by_key"], equivalent: SURVIVED}},  # type: ignore[dict-item]
-    )
+    timed_out = "scheduler_svc.core.pricing.x_cost__mutmut_5"
+    codes = {**META["exit_code_by_key"], equivalent: SURVIVED, timed_out: TIMEOUT}  # type: ignore[dict-item]
+    meta = _write_meta(tmp_path, {**META, "exit_code_by_key": codes})
     stats = tmp_path / "mutants" / "mutmut-stats.json"
     stats.write_text("{}")
 
     marked = mark_survivors_unchecked(tmp_path, {equivalent: "same behaviour"})
 
-    assert marked == 1
+    assert marked == 2
     assert json.loads(meta.read_text())["exit_code_by_key"] == {
         "scheduler_svc.core.pricing.x_cost__mutmut_2": None,
         "scheduler_svc.core.pricing.x_cost__mutmut_1": KILLED,
         "scheduler_svc.core.pricing.x_cost__mutmut_3": None,
         equivalent: SURVIVED,
+        timed_out: None,
     }
     assert not stats.exists()
