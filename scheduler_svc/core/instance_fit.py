@@ -34,22 +34,7 @@ class InstanceFit(SolverSetup):
         )
         if taint is not None:
             return None, 0, f"taint:{taint.describe()}"
-        conflicts: list[str] = []
-        compatible: list[tuple[Requirements, int]] = []
-        for term in cls.node_terms:
-            hostname = term.get(LABEL_HOSTNAME)
-            if hostname is not None and not hostname.allows_absent:
-                # A node that does not exist yet has no hostname a pod could select.
-                conflicts.append(
-                    f"requires {hostname.describe(LABEL_HOSTNAME)}, which no new node can have"
-                )
-                continue
-            conflict = term.conflict(pool.requirements)
-            if conflict is not None:
-                conflicts.append(conflict)
-                continue
-            merged = pool.requirements.intersect(term)
-            compatible.append((merged, pool.bits & self.catalog.compatible(merged)))
+        compatible, conflicts = self._admitted_terms(cls, pool)
         if not compatible:
             return None, 0, f"NodePool {name}: pod {conflicts[0].replace('the NodePool', name)}"
         needed = [o + r for o, r in zip(pool.overhead, cls.request, strict=True)]
@@ -80,6 +65,30 @@ class InstanceFit(SolverSetup):
                     ),
                 )
         return merged, 0, f"no single instance type holds the pod's requests under NodePool {name}"
+
+    def _admitted_terms(
+        self, cls: PodClass, pool: Pool
+    ) -> tuple[list[tuple[Requirements, int]], list[str]]:
+        """The pod's node-affinity terms a new node of ``pool`` can meet, each merged with the
+        pool's requirements with the pool's types compatible with it, in the pod's order; and
+        why each other term cannot be met."""
+        conflicts: list[str] = []
+        compatible: list[tuple[Requirements, int]] = []
+        for term in cls.node_terms:
+            hostname = term.get(LABEL_HOSTNAME)
+            if hostname is not None and not hostname.allows_absent:
+                # A node that does not exist yet has no hostname a pod could select.
+                conflicts.append(
+                    f"requires {hostname.describe(LABEL_HOSTNAME)}, which no new node can have"
+                )
+                continue
+            conflict = term.conflict(pool.requirements)
+            if conflict is not None:
+                conflicts.append(conflict)
+                continue
+            merged = pool.requirements.intersect(term)
+            compatible.append((merged, pool.bits & self.catalog.compatible(merged)))
+        return compatible, conflicts
 
     def _static_existing(self, b: Bin, cls: PodClass) -> Requirements | None:
         ident = (b.id, cls.id)

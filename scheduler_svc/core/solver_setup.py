@@ -215,7 +215,11 @@ class SolverSetup:
             base = base.intersect(preferred)
         if not pod.required_node_affinity:
             return [base]
-        return [base.intersect(Requirements.of(term)) for term in pod.required_node_affinity]
+        # Each relaxed "required-term" soft dropped the first term still standing.
+        standing = 1 + sum(s.kind == "required-term" for s in softs)
+        return [
+            base.intersect(Requirements.of(term)) for term in pod.required_node_affinity[-standing:]
+        ]
 
     def _group(self, key: str, selector: Requirements, namespaces: NamespaceScope) -> int:
         ident = (key, selector, namespaces)
@@ -280,12 +284,17 @@ class SolverSetup:
         return (tuple(-x for x in cls.request[:2]), -len(cls.keys), cls.sample.key)
 
     def _softs(self, pod: Pod) -> list[Soft]:
-        """Preferences in the order they are relaxed (first dropped first), as Karpenter's:
-        preferred pod affinity and anti-affinity (lightest first: every term applies at once,
+        """Preferences in the order they are relaxed (first dropped first), as Karpenter's
+        Preferences.Relax: required node-affinity terms but the last (new nodes take the first
+        term that fits; dropping it moves them on to the next, as removeRequiredNodeAffinityTerm
+        does), preferred pod affinity and anti-affinity (lightest first: every term applies at once,
         decision 0002), preferred node affinity (one term applies at a time, heaviest first;
         Karpenter's NewPodRequirements and removePreferredNodeAffinityTerm), ScheduleAnyway
         spreads, and last the NodePools' PreferNoSchedule taints (toleratePreferNoSchedule)."""
-        softs: list[Soft] = []
+        softs = [
+            Soft(0, "required-term", required_term=Requirements.of(term))
+            for term in pod.required_node_affinity[:-1]
+        ]
         softs += [
             Soft(w.weight, "affinity", term=w.term)
             for w in sorted(pod.preferred_pod_affinity, key=lambda w: w.weight)

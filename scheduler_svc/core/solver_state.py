@@ -91,13 +91,15 @@ class AffinityRef:
 
 @dataclass(frozen=True)
 class Soft:
-    """A preference the solver treats as required until relaxed."""
+    """A preference the solver treats as required until relaxed (or a required node-affinity
+    term with another after it: relaxing it moves the pod's new nodes on to the next term)."""
 
     weight: int
-    kind: str  # affinity | anti | node | spread | taints
+    kind: str  # required-term | affinity | anti | node | spread | taints
     node_requirements: Requirements | None = None
     term: PodAffinityTerm | None = None
     spread: TopologySpreadConstraint | None = None
+    required_term: Requirements | None = None
 
     def describe(self) -> str:
         """The preference as the pod spells it, for ``daiku plan --explain``."""
@@ -107,6 +109,9 @@ class Soft:
         if self.node_requirements is not None:
             terms = ", ".join(v.describe(k) for k, v in self.node_requirements.items)
             return f"preferred node affinity (weight {self.weight}): {terms}"
+        if self.required_term is not None:
+            terms = ", ".join(v.describe(k) for k, v in self.required_term.items)
+            return f"required node affinity term {terms} (a later term applies)"
         if self.spread is not None:
             return (
                 f"ScheduleAnyway topology spread on {self.spread.topology_key} "

@@ -61,29 +61,33 @@ class Topology(InstanceFit):
         self._existing_domain_cache[ident] = result
         return result
 
-    def _counted_reach(
+    def _counted_reaches(
         self, cls: PodClass, pool: Pool, spread: Spread
-    ) -> tuple[Requirements | None, int]:
+    ) -> list[tuple[Requirements, int]]:
         """The requirements and types through which ``pool``'s domains count for the spread's
-        minimum (None: they do not count), under its node affinity and taint policies."""
-        term, bits, reason = self._fit_pool(cls, pool)
+        minimum, one pair per node-affinity term of the pod the pool can meet (a node matching
+        any of the ORed terms counts, as in kube-scheduler), under the spread's node affinity
+        and taint policies; none when they do not count."""
+        _, _, reason = self._fit_pool(cls, pool)
         if reason is not None and reason.startswith("taint:"):
             if spread.taints_honor:
-                return None, 0
+                return []
             # nodeTaintsPolicy Ignore (the default): the domains of a pool whose taint the pod
             # does not tolerate still count, with 0 pods in them.
-            term = next((t for t in cls.node_terms if t.conflict(pool.requirements) is None), None)
-            if term is None:
-                return None, 0
-            term = pool.requirements.intersect(term)
-            bits = pool.bits & self.catalog.compatible(term)
-        elif term is None or reason is not None:
-            return None, 0
+            return self._admitted_terms(cls, pool)[0]
+        if reason is not None:
+            return []
         if not spread.affinity_honor:
             # nodeAffinityPolicy Ignore: every domain the pool reaches counts, not only those
             # the pod's node affinity allows.
-            return pool.requirements, pool.bits
-        return term, bits
+            return [(pool.requirements, pool.bits)]
+        needed = [o + r for o, r in zip(pool.overhead, cls.request, strict=True)]
+        fitting = self.catalog.fits(needed)
+        return [
+            (term, bits & fitting)
+            for term, bits in self._admitted_terms(cls, pool)[0]
+            if bits & fitting
+        ]
 
     def _universe(self, cls: PodClass, spread: Spread) -> tuple[object, ...]:
         """The domains a spread counts for its minimum: eligible existing nodes' values plus
@@ -94,31 +98,35 @@ class Topology(InstanceFit):
             return cached
         values: set[object] = set(self._existing_domains(cls, spread))
         for pool in self.pools:
-            term, bits = self._counted_reach(cls, pool, spread)
-            if term is None:
-                continue
-            if spread.key in (LABEL_ZONE, LABEL_CAPACITY_TYPE):
-                zones = term.get(LABEL_ZONE)
-                capacity_types = term.get(LABEL_CAPACITY_TYPE)
-                for (zone, capacity_type), pair_bits in self.catalog.zone_capacity_bits.items():
-                    if (
-                        pair_bits & bits
-                        and (zones is None or zones.allows(zone))
-                        and (capacity_types is None or capacity_types.allows(capacity_type))
-                    ):
-                        values.add(zone if spread.key == LABEL_ZONE else capacity_type)
-            else:
-                value_set = term.get(spread.key)
-                finite = value_set.finite_values() if value_set is not None else None
-                if finite:
-                    values.update(finite)
-                elif spread.key in self.catalog.label_index:
-                    for value, value_bits in self.catalog.label_index[spread.key].items():
-                        if value_bits & bits:
-                            values.add(value)
+            for term, bits in self._counted_reaches(cls, pool, spread):
+                values |= self._domains_reached(spread.key, term, bits)
         result = tuple(sorted(values, key=str))
         self._universe_cache[ident] = result
         return result
+
+    def _domains_reached(self, key: str, term: Requirements, bits: int) -> set[object]:
+        """The values of ``key`` new nodes of types ``bits`` under ``term`` can have."""
+        values: set[object] = set()
+        if key in (LABEL_ZONE, LABEL_CAPACITY_TYPE):
+            zones = term.get(LABEL_ZONE)
+            capacity_types = term.get(LABEL_CAPACITY_TYPE)
+            for (zone, capacity_type), pair_bits in self.catalog.zone_capacity_bits.items():
+                if (
+                    pair_bits & bits
+                    and (zones is None or zones.allows(zone))
+                    and (capacity_types is None or capacity_types.allows(capacity_type))
+                ):
+                    values.add(zone if key == LABEL_ZONE else capacity_type)
+            return values
+        value_set = term.get(key)
+        finite = value_set.finite_values() if value_set is not None else None
+        if finite:
+            values.update(finite)
+        elif key in self.catalog.label_index:
+            for value, value_bits in self.catalog.label_index[key].items():
+                if value_bits & bits:
+                    values.add(value)
+        return values
 
     def _topology_cap(self, b: Bin, cls: PodClass, key: str, domain: object) -> int:  # noqa: PLR0912 - one branch per constraint kind reads best
         cap = INF
