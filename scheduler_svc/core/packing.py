@@ -160,7 +160,6 @@ class Packing(Pricing):
             domain = self._domain(b, inverse.key)
             if domain is not None:
                 inverse.counts[domain] = inverse.counts.get(domain, 0) + count
-                inverse.total += count
         if b.pool is not None:
             self._pool_demand_placed(cls, count)
 

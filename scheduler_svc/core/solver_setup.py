@@ -433,7 +433,6 @@ class SolverSetup:
                     if domain is not None:
                         inv = self.inverse[iid]
                         inv.counts[domain] = inv.counts.get(domain, 0) + 1
-                        inv.total += 1
 
     def _domain(self, b: Bin, key: str, requirements: Requirements | None = None) -> object:
         if key == LABEL_HOSTNAME:

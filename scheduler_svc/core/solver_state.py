@@ -61,6 +61,8 @@ class Group:
     # The cluster's namespace labels by name (SchedulingInput.namespaces).
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     counts: dict[object, int] = field(default_factory=dict)
+    # Matching pods in every domain; read for pod affinity (a first pod may open a domain).
+    # Groups of anti-affinity owners (Solver.inverse) read only whether a domain's count is 0.
     total: int = 0
 
     def matches(self, namespace: str, labels: dict[str, str]) -> bool:
