@@ -40,7 +40,7 @@ from bench.mutation_scores import MISSED, equivalent_mutants, print_scores
 
 # A timeout counts as detected, but on a loaded machine a slow survivor times out too: checked
 # again with the survivors, a real one (a loop that never ends) times out again.
-RECHECKED = {*MISSED, "timeout"}
+RECHECKED = frozenset({*MISSED, "timeout"})
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
@@ -184,17 +184,19 @@ def save_results(name: str, work: Path, results: Path = RESULTS) -> None:
         kept.write_text(json.dumps(verdicts, indent=0, ensure_ascii=False) + "\n")
 
 
-def mark_survivors_unchecked(work: Path, equivalents: dict[str, str]) -> int:
-    """Set every missed or timed-out mutant not in ``equivalents`` back to unchecked and
-    remove mutmut's test map (``mutmut-stats.json``): mutmut runs only the tests it mapped at
-    the start of a run, so a test written since would not run against the survivors it kills.
-    Returns how many mutants were marked."""
+def mark_survivors_unchecked(
+    work: Path, equivalents: dict[str, str], statuses: frozenset[str] = RECHECKED
+) -> int:
+    """Set every mutant of ``statuses`` (missed or timed out) not in ``equivalents`` back to
+    unchecked and remove mutmut's test map (``mutmut-stats.json``): mutmut runs only the
+    tests it mapped at the start of a run, so a test written since would not run against the
+    survivors it kills. Returns how many mutants were marked."""
     marked = 0
     for meta in _mutated_modules(work / "mutants"):
         data = json.loads(meta.read_text())
         codes: dict[str, int | None] = data["exit_code_by_key"]
         for key, code in codes.items():
-            if status_by_exit_code[code] in RECHECKED and key not in equivalents:
+            if status_by_exit_code[code] in statuses and key not in equivalents:
                 codes[key] = None
                 marked += 1
         meta.write_text(json.dumps(data))
