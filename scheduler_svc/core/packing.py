@@ -253,7 +253,7 @@ class Packing(Pricing):
             if total < epoch_mark * 0.9:
                 self._epoch += 1
                 epoch_mark = total
-            _, head_bits, _ = self._fit_pool(head, pool)
+            head_requirements, head_bits, _ = self._fit_pool(head, pool)
             key, domains = self._spread_domains(head, pool, head_bits)
             room_bits, reached = self._limit_room(pool, head_bits, max(1, len(domains)))
             if not room_bits and domains:
@@ -272,7 +272,10 @@ class Packing(Pricing):
                 )
                 failed.add(head.id)
                 continue
-            bins = self._open_bins(pool, target, key, domains, room_bits)
+            assert head_requirements is not None  # a candidate fits the pool
+            bins = self._open_bins(
+                pool, target, key, domains, room_bits, head_requirements=head_requirements
+            )
             units = 1.0
             alloc = self.catalog.allocatable[target]
             for d, amount in enumerate(self._demand):
@@ -303,19 +306,27 @@ class Packing(Pricing):
             candidates = [c for c in candidates if c.remaining]
 
     def _open_bins(
-        self, pool: Pool, target: int, key: str, domains: list[str], room_bits: int
+        self,
+        pool: Pool,
+        target: int,
+        key: str,
+        domains: list[str],
+        room_bits: int,
+        *,
+        head_requirements: Requirements,
     ) -> list[Bin]:
         """New claims targeting ``target``: one, or one pinned to each domain. A domain
         ``target`` is not offered in gets a claim of the type best there among ``room_bits``
         (the types that hold the head within the limits), as Karpenter's claim pinned to a
         zone keeps the types offered in it: the domain counts for the spread either way, and
-        leaving it empty would hold every other domain at maxSkew."""
+        leaving it empty would hold every other domain at maxSkew. Offered means under the
+        head's requirements (``head_requirements``: the pool's and its node term's), so a
+        spot-only pod's claim in a zone targets a type with spot there."""
         pinned: list[tuple[Requirements, int]] = []
         for domain in domains:
-            requirements = pool.requirements.intersect(
-                Requirements.of([Requirement(key, Operator.IN, (domain,))])
-            )
-            there = self.catalog.compatible(requirements)
+            pin = Requirements.of([Requirement(key, Operator.IN, (domain,))])
+            requirements = pool.requirements.intersect(pin)
+            there = self.catalog.compatible(head_requirements.intersect(pin))
             if (there >> target) & 1:
                 pinned.append((requirements, target))
             elif room_bits & there:
