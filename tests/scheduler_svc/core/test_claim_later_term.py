@@ -21,3 +21,5 @@ def test_a_pod_shares_a_claim_through_its_second_term() -> None:
     assert result.unschedulable == ()
     [claim] = result.new_claims
     assert set(claim.pods) == {"default/a", "default/b"}
+    # Through its second term as written: not by dropping the first (a relaxation).
+    assert result.relaxed == ()
