@@ -42,6 +42,18 @@ def instance_type(
     return InstanceType(name, resources, resources, all_labels, tuple(offerings))
 
 
+def priced_type(name: str, *offerings: tuple[str, str, float]) -> InstanceType:
+    """A 4-cpu, 16 GiB type with the given (zone, capacity type, price) offerings."""
+    shape = Resources(4000, 16 * GIB, 110, 20 * GIB)
+    return InstanceType(
+        name,
+        shape,
+        shape,
+        {"kubernetes.io/arch": "amd64"},
+        tuple(Offering(zone, capacity_type, price) for zone, capacity_type, price in offerings),
+    )
+
+
 def pod(name: str, cpu: float = 0.0, memory_gib: float = 0.0, **kwargs: object) -> Pod:
     """A pod with one container requesting ``cpu`` cores and ``memory_gib``."""
     request = Resources(cpu_millis=int(cpu * 1000), memory_bytes=int(memory_gib * GIB))

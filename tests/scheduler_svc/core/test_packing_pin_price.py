@@ -17,7 +17,7 @@ from scheduler_svc.core import (
     Resources,
 )
 from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_ZONE
-from tests.scheduler_svc.core.builders import GIB, instance_type, pod, run
+from tests.scheduler_svc.core.builders import GIB, instance_type, pod, priced_type, run
 
 _SHAPE = Resources(4000, 16 * GIB, 110, 20 * GIB)
 T = InstanceType(
@@ -61,21 +61,10 @@ def test_capacity_type_anti_affinity_pod_goes_to_spot_when_cheaper() -> None:
     assert claim.offerings[0].price_per_hour == 0.04
 
 
-def _priced(name: str, *offerings: tuple[str, str, float]) -> InstanceType:
-    """A 4-cpu, 16 GiB type with the given (zone, capacity type, price) offerings."""
-    return InstanceType(
-        name,
-        _SHAPE,
-        _SHAPE,
-        {"kubernetes.io/arch": "amd64"},
-        tuple(Offering(zone, capacity_type, price) for zone, capacity_type, price in offerings),
-    )
-
-
 def test_zone_is_priced_on_the_capacity_types_the_pool_allows() -> None:
     """An on-demand NodePool: zone-a's cheap spot offering does not count, so the pod with
     zone anti-affinity goes to zone-b, where on-demand costs $0.10 (zone-a's is $0.20)."""
-    cheap_spot_in_a = _priced(
+    cheap_spot_in_a = priced_type(
         "u",
         ("zone-a", "on-demand", 0.20),
         ("zone-a", "spot", 0.05),
@@ -95,7 +84,7 @@ def test_zone_is_priced_on_the_capacity_types_the_pool_allows() -> None:
 def test_capacity_type_is_priced_in_the_zones_the_pool_allows() -> None:
     """A NodePool in zone-a only: zone-b's cheap spot does not count, so the pod with
     anti-affinity on the capacity type goes on-demand ($0.10), not to zone-a's spot ($0.15)."""
-    cheap_spot_in_b = _priced(
+    cheap_spot_in_b = priced_type(
         "v",
         ("zone-a", "on-demand", 0.10),
         ("zone-a", "spot", 0.15),

@@ -5,18 +5,15 @@ on the capacity types its NodePool allows. t holds two 1.5-cpu pods (4 CPUs)."""
 from __future__ import annotations
 
 from scheduler_svc.core import (
-    InstanceType,
     LabelSelector,
     NodePool,
-    Offering,
     Operator,
     Pod,
     Requirement,
-    Resources,
     TopologySpreadConstraint,
 )
 from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_ZONE
-from tests.scheduler_svc.core.builders import GIB, instance_type, pod, run
+from tests.scheduler_svc.core.builders import instance_type, pod, priced_type, run
 
 _SPREAD = TopologySpreadConstraint(LABEL_ZONE, 1, label_selector=LabelSelector.of({"app": "x"}))
 
@@ -44,17 +41,8 @@ def test_spread_pods_past_full_zone_claims_open_more_claims() -> None:
 def test_a_lone_spread_pod_is_priced_on_the_capacity_types_its_pool_allows() -> None:
     """An on-demand NodePool: zone-a's cheap spot offering does not count, so the lone spread
     pod goes to zone-b, where on-demand costs $0.10 (zone-a's on-demand is $0.20)."""
-    shape = Resources(4000, 16 * GIB, 110, 20 * GIB)
-    t = InstanceType(
-        "t",
-        shape,
-        shape,
-        {"kubernetes.io/arch": "amd64"},
-        (
-            Offering("zone-a", "spot", 0.01),
-            Offering("zone-a", "on-demand", 0.20),
-            Offering("zone-b", "on-demand", 0.10),
-        ),
+    t = priced_type(
+        "t", ("zone-a", "spot", 0.01), ("zone-a", "on-demand", 0.20), ("zone-b", "on-demand", 0.10)
     )
     on_demand = NodePool(
         "default", requirements=(Requirement(LABEL_CAPACITY_TYPE, Operator.IN, ("on-demand",)),)

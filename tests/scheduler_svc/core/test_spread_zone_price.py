@@ -6,27 +6,15 @@ zone-b and $0.15 in zone-c; a pod takes 1 of its 4 CPUs."""
 from __future__ import annotations
 
 from scheduler_svc.core import (
-    InstanceType,
     LabelSelector,
-    Offering,
     Pod,
-    Resources,
     TopologySpreadConstraint,
 )
 from scheduler_svc.core.requirements import LABEL_ZONE
-from tests.scheduler_svc.core.builders import GIB, pod, run
+from tests.scheduler_svc.core.builders import pod, priced_type, run
 
-_SHAPE = Resources(4000, 16 * GIB, 110, 20 * GIB)
-T = InstanceType(
-    "t",
-    _SHAPE,
-    _SHAPE,
-    {"kubernetes.io/arch": "amd64"},
-    (
-        Offering("zone-a", "on-demand", 0.20),
-        Offering("zone-b", "on-demand", 0.10),
-        Offering("zone-c", "on-demand", 0.15),
-    ),
+T = priced_type(
+    "t", ("zone-a", "on-demand", 0.20), ("zone-b", "on-demand", 0.10), ("zone-c", "on-demand", 0.15)
 )
 _SPREAD = TopologySpreadConstraint(LABEL_ZONE, 1, label_selector=LabelSelector.of({"app": "x"}))
 
