@@ -5,11 +5,10 @@ two instance types); the pool asks for 2 families and 2 instance types."""
 from __future__ import annotations
 
 from scheduler_svc.core.model import MinValuesPolicy, NodePool, RelaxedMinValues
-from scheduler_svc.core.requirements import Operator, Requirement
+from scheduler_svc.core.requirements import LABEL_INSTANCE_TYPE, Operator, Requirement
 from tests.scheduler_svc.core.builders import instance_type, pod, run
 
 FAMILY = "karpenter.k8s.aws/instance-family"
-INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 TYPES = [
     instance_type("a.large", 2, 8, 0.1, labels={FAMILY: "a"}),
     instance_type("b.large", 2, 8, 0.12, labels={FAMILY: "b"}),
@@ -20,7 +19,7 @@ POOL = NodePool(
     "default",
     requirements=(
         Requirement(FAMILY, Operator.IN, ("a", "b"), 2),
-        Requirement(INSTANCE_TYPE, Operator.EXISTS, (), 2),
+        Requirement(LABEL_INSTANCE_TYPE, Operator.EXISTS, (), 2),
     ),
 )
 

@@ -14,12 +14,12 @@ from scheduler_svc.core import (
     Requirement,
     Resources,
 )
+from scheduler_svc.core.requirements import LABEL_ZONE
 
 from .builders import GIB, instance_type, pod, run
 
-ZONE = "topology.kubernetes.io/zone"
 # No offering is in this zone: a preference for it is dropped after the first round.
-NOWHERE = PreferredNodeAffinityTerm(100, (Requirement(ZONE, Operator.IN, ("mars-1",)),))
+NOWHERE = PreferredNodeAffinityTerm(100, (Requirement(LABEL_ZONE, Operator.IN, ("mars-1",)),))
 
 
 def _preferring_nowhere(name: str, cpu: float, **kwargs: object) -> Pod:
@@ -33,10 +33,10 @@ def test_a_relaxed_pod_lands_on_a_node_another_relaxed_class_is_ruled_off() -> N
     instead of a new claim."""
     node = Node(
         "n1",
-        {ZONE: "zone-a", "kubernetes.io/hostname": "n1"},
+        {LABEL_ZONE: "zone-a", "kubernetes.io/hostname": "n1"},
         allocatable=Resources(4000, 8 * GIB, 110),
     )
-    in_zone_b = _preferring_nowhere("in-zone-b", 2, node_selector={ZONE: "zone-b"})
+    in_zone_b = _preferring_nowhere("in-zone-b", 2, node_selector={LABEL_ZONE: "zone-b"})
     anywhere = _preferring_nowhere("anywhere", 1)
 
     result = run(

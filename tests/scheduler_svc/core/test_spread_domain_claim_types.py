@@ -11,10 +11,9 @@ from scheduler_svc.core import (
     Resources,
     TopologySpreadConstraint,
 )
+from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_ZONE
 from tests.scheduler_svc.core.builders import GIB, pod, run
 
-ZONE = "topology.kubernetes.io/zone"
-CT = "karpenter.sh/capacity-type"
 SHAPE = Resources(4000, 16 * GIB, 110)
 
 
@@ -42,14 +41,21 @@ def test_a_spot_pod_goes_to_the_zone_only_another_type_offers_as_spot() -> None:
         {},
         (Offering("zone-a", "spot", 0.05), Offering("zone-b", "spot", 0.05)),
     )
-    spread = TopologySpreadConstraint(ZONE, 1, label_selector=LabelSelector.of({"app": "web"}))
+    spread = TopologySpreadConstraint(
+        LABEL_ZONE, 1, label_selector=LabelSelector.of({"app": "web"})
+    )
     web = pod(
-        "web-0", 1, 1, labels={"app": "web"}, topology_spread=(spread,), node_selector={CT: "spot"}
+        "web-0",
+        1,
+        1,
+        labels={"app": "web"},
+        topology_spread=(spread,),
+        node_selector={LABEL_CAPACITY_TYPE: "spot"},
     )
     running = pod("old", 0.2, 0.1, labels={"app": "web"})
     full_a = Node(
         "n-a",
-        {ZONE: "zone-a", CT: "spot", "kubernetes.io/arch": "amd64"},
+        {LABEL_ZONE: "zone-a", LABEL_CAPACITY_TYPE: "spot", "kubernetes.io/arch": "amd64"},
         allocatable=Resources(500, GIB, 110),
         pods=(running,),
     )

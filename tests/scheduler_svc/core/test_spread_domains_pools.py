@@ -22,12 +22,9 @@ from scheduler_svc.core import (
     SchedulingResult,
     TopologySpreadConstraint,
 )
+from scheduler_svc.core.requirements import LABEL_CAPACITY_TYPE, LABEL_HOSTNAME, LABEL_ZONE
+from tests.scheduler_svc.core.builders import GIB, instance_type, pod, run
 
-from .builders import GIB, instance_type, pod, run
-
-ZONE = "topology.kubernetes.io/zone"
-CT = "karpenter.sh/capacity-type"
-HOSTNAME = "kubernetes.io/hostname"
 WEB = LabelSelector.of({"app": "web"})
 
 
@@ -41,7 +38,7 @@ def _web(count: int, *spreads: TopologySpreadConstraint) -> list[Pod]:
 def _zone_c_node() -> Node:
     """A full node in zone-c already running two web pods (no room for another)."""
     running = tuple(pod(f"old-{i}", 0.2, 0.1, labels={"app": "web"}) for i in range(2))
-    return Node("n-c", {ZONE: "zone-c"}, allocatable=Resources(500, GIB, 110), pods=running)
+    return Node("n-c", {LABEL_ZONE: "zone-c"}, allocatable=Resources(500, GIB, 110), pods=running)
 
 
 def _batch(count: int) -> list[Pod]:
@@ -69,10 +66,10 @@ def test_a_zone_outside_the_nodepool_zones_gets_no_share_of_the_node_limit() -> 
     so zone-a never takes a second web pod and one waits on the limit."""
     pool = NodePool(
         "default",
-        requirements=(Requirement(ZONE, Operator.IN, ("zone-a", "zone-b")),),
+        requirements=(Requirement(LABEL_ZONE, Operator.IN, ("zone-a", "zone-b")),),
         limits=NodePoolLimits(nodes=2),
     )
-    spread = TopologySpreadConstraint(ZONE, 1, label_selector=WEB)
+    spread = TopologySpreadConstraint(LABEL_ZONE, 1, label_selector=WEB)
 
     result = run(
         _web(4, spread) + _batch(4),
@@ -98,10 +95,10 @@ def test_a_zone_offered_only_as_an_excluded_capacity_type_gets_no_share_of_the_n
     offers += [Offering(z, "spot", 0.05) for z in ("zone-a", "zone-b", "zone-c")]
     pool = NodePool(
         "default",
-        requirements=(Requirement(CT, Operator.IN, ("on-demand",)),),
+        requirements=(Requirement(LABEL_CAPACITY_TYPE, Operator.IN, ("on-demand",)),),
         limits=NodePoolLimits(nodes=2),
     )
-    spread = TopologySpreadConstraint(ZONE, 1, label_selector=WEB)
+    spread = TopologySpreadConstraint(LABEL_ZONE, 1, label_selector=WEB)
 
     result = run(
         _web(4, spread) + _batch(4),
@@ -121,8 +118,8 @@ def test_a_zone_spread_after_a_hostname_spread_still_fills_one_claim_per_zone() 
     (a=b=c=2), not six claims of one pod opened one at a time."""
     pods = _web(
         6,
-        TopologySpreadConstraint(HOSTNAME, 10, label_selector=WEB),
-        TopologySpreadConstraint(ZONE, 1, label_selector=WEB),
+        TopologySpreadConstraint(LABEL_HOSTNAME, 10, label_selector=WEB),
+        TopologySpreadConstraint(LABEL_ZONE, 1, label_selector=WEB),
     )
 
     result = run(pods, [instance_type("m", 8, 16, 0.1)])
@@ -134,7 +131,7 @@ def test_a_zone_spread_after_a_hostname_spread_still_fills_one_claim_per_zone() 
 def test_a_capacity_type_spread_fills_one_claim_per_capacity_type() -> None:
     """Four pods spread over capacity types with maxSkew 1: one on-demand and one spot claim
     opened together, two pods each, not four claims of one pod opened one at a time."""
-    spread = TopologySpreadConstraint(CT, 1, label_selector=WEB)
+    spread = TopologySpreadConstraint(LABEL_CAPACITY_TYPE, 1, label_selector=WEB)
 
     result = run(_web(4, spread), [instance_type("m", 4, 8, 0.1, spot_price=0.05)])
 

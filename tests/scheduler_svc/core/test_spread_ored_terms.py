@@ -6,16 +6,16 @@ example.com/tier, that only some instance types carry."""
 from __future__ import annotations
 
 from scheduler_svc.core import LabelSelector, Operator, Pod, Requirement, TopologySpreadConstraint
+from scheduler_svc.core.requirements import LABEL_INSTANCE_TYPE
 from tests.scheduler_svc.core.builders import instance_type, pod, run
 
 TIER = "example.com/tier"
-INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 _SPREAD = TopologySpreadConstraint(TIER, 1, label_selector=LabelSelector.of({"app": "c"}))
 
 
 def _spread_pods(count: int, *type_names: str) -> list[Pod]:
     """Pods spread on the tier, whose required node affinity is one term per type name."""
-    terms = tuple((Requirement(INSTANCE_TYPE, Operator.IN, (name,)),) for name in type_names)
+    terms = tuple((Requirement(LABEL_INSTANCE_TYPE, Operator.IN, (name,)),) for name in type_names)
     return [
         pod(
             f"c{i}",
@@ -57,7 +57,10 @@ def test_a_later_terms_domain_holds_the_spread_when_the_first_term_has_none() ->
         instance_type("gold", 8, 16, 0.20, labels={TIER: "gold"}),
     ]
     result = run(
-        [pod("h", 3, 1, node_selector={INSTANCE_TYPE: "gold"}), *_spread_pods(2, "plain", "gold")],
+        [
+            pod("h", 3, 1, node_selector={LABEL_INSTANCE_TYPE: "gold"}),
+            *_spread_pods(2, "plain", "gold"),
+        ],
         types,
     )
     assert not result.unschedulable
