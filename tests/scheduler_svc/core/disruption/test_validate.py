@@ -18,6 +18,7 @@ from scheduler_svc.core.disruption import (
     DisruptionReason,
     DisruptionSnapshot,
     PodDisruptionBudget,
+    Validation,
     plan_disruption,
     validate,
 )
@@ -140,7 +141,7 @@ def test_a_consolidation_that_no_longer_holds_is_refused(
     """Gone, already disrupting, pods changed, a blocker (do-not-disrupt, PDB, bare pod), the
     budget, or a scale-up under way: validate refuses and says which."""
     verdict = validate(delete_small(), later, LATER)
-    assert not verdict.is_valid
+    assert verdict.is_valid is False
     assert verdict.reason == reason
 
 
@@ -149,7 +150,7 @@ def test_a_consolidation_whose_pods_no_longer_fit_is_refused() -> None:
     than small."""
     full = dataclasses.replace(ROOMY, pods=pods("r", 15))
     verdict = validate(delete_small(), snapshot([SMALL, full], [consolidating()]), LATER)
-    assert not verdict.is_valid
+    assert verdict.is_valid is False
     assert verdict.reason.startswith("would cost more")
 
 
@@ -174,7 +175,7 @@ def test_a_replacement_that_became_dearer_is_refused() -> None:
     )
     assert validate(decision, snapshot([big], [consolidating()]), LATER).is_valid
     verdict = validate(decision, snapshot([big], [consolidating()], catalog=dearer), LATER)
-    assert not verdict.is_valid
+    assert verdict.is_valid is False
     assert verdict.reason == "the replacement now costs $0.2500/h, more than the $0.1990/h decided"
 
 
@@ -185,7 +186,7 @@ def test_an_empty_node_that_got_a_pod_is_refused() -> None:
     state = snapshot([empty], [consolidating(consolidation_policy=ConsolidationPolicy.WHEN_EMPTY)])
     (decision,) = plan_disruption(state, DECIDED).decisions
     assert decision.reason is DisruptionReason.EMPTY
-    assert validate(decision, state, LATER).is_valid
+    assert validate(decision, state, LATER) == Validation(True, "")
     busy = dataclasses.replace(empty, pods=(daemon, *pods("p", 1)))
     later = snapshot([busy], [consolidating(consolidation_policy=ConsolidationPolicy.WHEN_EMPTY)])
     verdict = validate(decision, later, LATER)
