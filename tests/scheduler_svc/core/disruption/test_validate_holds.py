@@ -130,10 +130,3 @@ def test_a_wave_whose_deferred_node_would_no_longer_pay_alone_is_refused() -> No
         False,
         "in waves, deferred n2 alone would save only $0.1000/h (needs $0.1005/h) and would stay",
     )
-
-
-def test_a_wave_still_holds_when_the_budgets_have_widened_since() -> None:
-    """With no budget left to defer anything, the merge the wave belongs to is an ordinary one
-    and still pays: the decision holds (its deferred node goes in a later pass)."""
-    widened = snapshot(one_cpu_nodes(3), [consolidating()])
-    assert validate(wave_decision(), widened, LATER) == Validation(True)
