@@ -1,0 +1,134 @@
+"""The price floor that spares a merge its simulation, at its edges: the free room of every
+staying node summed, each resource's shortfall priced on its own, a shortfall of one unit or
+none, a resource no pod asks for; and the catalog it prices, as the NodePools may launch it
+(by zone, by a type's label, past a requirement on a key it cannot judge)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_svc.core import NodePool, Pod, Resources
+from scheduler_svc.core.disruption import CandidatePod, plan_disruption
+from scheduler_svc.core.disruption.multi_node import admitted_types, capacity_price_floor
+from scheduler_svc.core.requirements import LABEL_ZONE, Operator, Requirement
+from tests.scheduler_svc.core.builders import GIB, MIB, instance_type
+from tests.scheduler_svc.core.disruption.builders import (
+    CATALOG,
+    app_pod,
+    at,
+    candidate,
+    snapshot,
+)
+from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
+
+# 2 CPUs and 4 GiB for $0.20/h: $0.0001/h a millicore, $0.05/h a GiB.
+TWO_BY_FOUR = instance_type("t.large", 2.0, 4.0, 0.20)
+PER_MILLI = 0.20 / 2000
+PER_MIB = 0.20 / 4096
+FAMILY = "karpenter.k8s.aws/instance-family"
+
+
+def mixed_cpu_pods() -> list[Pod]:
+    """1,500m and 1,024 MiB in two shapes (so no whole-pod floor applies)."""
+    return [app_pod("a", 1000, 512), app_pod("b", 500, 512)]
+
+
+def room(cpu_millis: int, memory_mib: int) -> dict[str, int]:
+    return {"cpu": cpu_millis, "memory": memory_mib * MIB}
+
+
+def test_the_free_room_of_every_staying_node_is_summed() -> None:
+    """Two staying nodes with 200m each leave a 1,100m shortfall (memory: 824 MiB, cheaper)."""
+    rooms = [room(200, 100), room(200, 100)]
+    floor = capacity_price_floor(mixed_cpu_pods(), [TWO_BY_FOUR], rooms, 4)
+    assert floor == pytest.approx(1100 * PER_MILLI)
+
+
+def test_with_no_room_staying_the_whole_request_is_priced() -> None:
+    assert capacity_price_floor(mixed_cpu_pods(), [TWO_BY_FOUR], [], 4) == pytest.approx(
+        1500 * PER_MILLI
+    )
+
+
+def test_a_memory_shortfall_is_priced_per_memory() -> None:
+    """Five GiB asked with little cpu: memory sets the floor ($0.25/h, not $0.0384/h)."""
+    pods = [app_pod("a", 256, 3072), app_pod("b", 128, 2048)]
+    floor = capacity_price_floor(pods, [TWO_BY_FOUR], [], 4)
+    assert floor == pytest.approx(5120 * PER_MIB)
+
+
+def test_a_shortfall_of_one_millicore_still_costs_something() -> None:
+    rooms = [room(1499, 4096)]
+    floor = capacity_price_floor(mixed_cpu_pods(), [TWO_BY_FOUR], rooms, 4)
+    assert floor == pytest.approx(PER_MILLI)
+
+
+def test_pods_the_staying_room_holds_exactly_need_no_new_node() -> None:
+    """No shortfall: the floor is 0 even with nothing left to launch."""
+    assert capacity_price_floor(mixed_cpu_pods(), [], [room(1500, 1024)], 4) == 0.0
+
+
+def test_pods_asking_no_memory_are_priced_on_cpu() -> None:
+    pods = [app_pod("a", 1000, 0), app_pod("b", 500, 0)]
+    floor = capacity_price_floor(pods, [TWO_BY_FOUR], [], 4)
+    assert floor == pytest.approx(1500 * PER_MILLI)
+
+
+def test_a_zone_requirement_keeps_only_that_zones_offerings() -> None:
+    """A NodePool pinned to zone-a may launch each type only there: every type stays, with its
+    zone-a offerings alone."""
+    pinned = NodePool("a", requirements=(Requirement(LABEL_ZONE, Operator.IN, ("zone-a",)),))
+    (admitted,) = admitted_types([TWO_BY_FOUR], [pinned])
+    assert admitted.name == "t.large"
+    assert [o.zone for o in admitted.offerings] == ["zone-a"]
+    assert admitted.allocatable == TWO_BY_FOUR.allocatable
+
+
+def test_a_label_requirement_is_judged_on_each_types_labels() -> None:
+    c4 = instance_type("c4.large", 1.93, 3.0, 0.10, labels={FAMILY: "c4"})
+    m5 = instance_type("m5.large", 1.93, 7.5, 0.096, labels={FAMILY: "m5"})
+    only_c4 = NodePool("c4", requirements=(Requirement(FAMILY, Operator.IN, ("c4",)),))
+    assert admitted_types([c4, m5], [only_c4]) == (c4,)
+
+
+def test_a_requirement_on_a_key_no_type_defines_leaves_the_others_judged() -> None:
+    """A key the floor cannot judge (``example.com/team``) is left to the solver; the zone
+    requirement after it still narrows the offerings."""
+    team_then_zone = NodePool(
+        "team",
+        requirements=(
+            Requirement("example.com/team", Operator.EXISTS, ()),
+            Requirement(LABEL_ZONE, Operator.IN, ("zone-b",)),
+        ),
+    )
+    (admitted,) = admitted_types([TWO_BY_FOUR], [team_then_zone])
+    assert [o.zone for o in admitted.offerings] == ["zone-b"]
+
+
+def test_pods_asking_neither_cpu_nor_memory_set_no_floor() -> None:
+    """Two shapes asking only ephemeral storage: nothing the floor prices is short."""
+    pods = [
+        Pod("a", containers=(Resources(ephemeral_storage_bytes=GIB),)),
+        Pod("b", containers=(Resources(ephemeral_storage_bytes=2 * GIB),)),
+    ]
+    assert capacity_price_floor(pods, [TWO_BY_FOUR], [], 4) == 0.0
+
+
+def test_two_full_nodes_no_single_node_can_hold_are_not_simulated() -> None:
+    """Two c4.2xlarge of seven 1-CPU pods each, in a catalog of c4.2xlarge alone: fewer nodes
+    means one, and one holds seven pods, not fourteen, so the merge is refused unsimulated."""
+    full = [
+        candidate(
+            f"n{i}",
+            "c4.2xlarge",
+            tuple(CandidatePod(app_pod(f"p{i}-{j}", 1000)) for j in range(7)),
+        )
+        for i in range(2)
+    ]
+    only_2xlarge = [t for t in CATALOG if t.name == "c4.2xlarge"]
+    plan = plan_disruption(snapshot(full, [consolidating()], only_2xlarge), at(600))
+    assert plan.decisions == ()
+    assert {b.node: b.message for b in plan.blocked}["n0"].endswith(
+        "(2: would cost more: no node saving 10% on $0.7960/h has room for the pods of 2 nodes "
+        "(nor do 1))"
+    )
