@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -41,6 +42,7 @@ from bench.mutation_scores import MISSED, equivalent_mutants, print_scores
 # A timeout counts as detected, but on a loaded machine a slow survivor times out too: checked
 # again with the survivors, a real one (a loop that never ends) times out again.
 RECHECKED = frozenset({*MISSED, "timeout"})
+ORDER_PLUGIN = "-p bench.mutation_order"
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
@@ -115,8 +117,16 @@ TARGETS = {
 
 
 def _pyproject_for(target: Target) -> str:
-    """The repository's pyproject.toml with ``[tool.mutmut]`` narrowed to ``target``."""
+    """The repository's pyproject.toml with ``[tool.mutmut]`` narrowed to ``target``, and
+    pytest loading ``bench.mutation_order`` (fastest tests first). The plugin goes in pytest's
+    ``addopts``, not mutmut's ``pytest_add_cli_args``: a change there makes mutmut drop every
+    verdict it has."""
     text = (ROOT / "pyproject.toml").read_text()
+    text, added = re.subn(
+        r'^addopts = "(.*)"$', rf'addopts = "\1 {ORDER_PLUGIN}"', text, count=1, flags=re.M
+    )
+    if not added:
+        raise RuntimeError("pyproject.toml: no [tool.pytest.ini_options] addopts line")
     base = tomllib.loads(text)["tool"]["mutmut"]
     start = text.index("[tool.mutmut]")
     following = text.find("\n[", start + 1)
