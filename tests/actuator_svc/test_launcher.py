@@ -407,3 +407,22 @@ async def test_a_replica_that_lost_a_step_waits_for_the_instance_to_show() -> No
     assert found.instance.id == launched.instance.id
     assert list(cloud.instances) == [launched.instance.id]
     assert cloud.hidden_claim_lookups == 0
+
+
+async def test_a_launcher_given_no_metrics_keeps_its_own() -> None:
+    """Metrics are optional: a Launcher built without them launches and times the fleet call
+    on metrics of its own."""
+    cloud = make_cloud()
+    clock = Clock()
+    unavailable = UnavailableOfferings()
+    launcher = Launcher(
+        cloud,
+        catalog=Catalog(cloud, region="us-east-1", unavailable=unavailable, clock=clock),
+        resolver=NodeClassResolver(cloud, clock=clock),
+        unavailable=unavailable,
+        cluster=ClusterEndpoint(name="demo"),
+        clock=clock,
+        lookup_seconds=0.0,
+    )
+    result = await launcher.launch(request("plain-1", od("m5.large")))
+    assert result.offering == od("m5.large")

@@ -5,6 +5,7 @@ capacity pools cannot produce (empty, an error naming no override), injected."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ import pytest_asyncio
 from actuator_svc.catalog import Catalog
 from actuator_svc.cloud.ec2 import AwsEndpoints, Ec2Cloud, RetryPolicy
 from actuator_svc.core.node_class import (
+    CapacityReservationTerm,
     ImageTerm,
     LaunchRequest,
     NodeClassSpec,
@@ -275,3 +277,26 @@ async def test_launching_a_launched_claim_again_reports_its_offering_and_price(
     assert again.offering == first.offering == spot("c5.large", "us-east-1b")
     assert again.price_per_hour == first.price_per_hour > 0
     assert again.attempts == ()
+
+
+async def test_a_repeat_of_a_reserved_launch_reports_its_reservation(
+    rig: Rig, emulator: Ec2Emulator
+) -> None:
+    """The offering a repeat reports, read back from the instance, keeps the reservation's id
+    and type, and so the reserved price."""
+    reservation = emulator.create_capacity_reservation(
+        instance_type="c5.large", zone="us-east-1a", count=1
+    )
+    reserved = OfferingKey("c5.large", "us-east-1a", "reserved", reservation.id, "default")
+    ask = dataclasses.replace(
+        request("repeat-reserved-1", reserved),
+        node_class=dataclasses.replace(
+            request("", reserved).node_class,
+            capacity_reservation_terms=(CapacityReservationTerm(id=reservation.id),),
+        ),
+    )
+    first = await rig.launcher.launch(ask)
+    again = await rig.launcher.launch(ask)
+    assert again.instance.id == first.instance.id
+    assert again.offering == first.offering == reserved
+    assert again.price_per_hour == first.price_per_hour
