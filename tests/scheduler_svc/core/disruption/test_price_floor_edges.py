@@ -5,6 +5,8 @@ none, a resource no pod asks for; and the catalog it prices, as the NodePools ma
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from scheduler_svc.core import NodePool, Pod, Resources
@@ -34,7 +36,8 @@ def mixed_cpu_pods() -> list[Pod]:
 
 
 def room(cpu_millis: int, memory_mib: int) -> dict[str, int]:
-    return {"cpu": cpu_millis, "memory": memory_mib * MIB}
+    """A staying node's free room, with slots for 100 more pods."""
+    return {"cpu": cpu_millis, "memory": memory_mib * MIB, "pods": 100}
 
 
 def test_the_free_room_of_every_staying_node_is_summed() -> None:
@@ -132,3 +135,70 @@ def test_two_full_nodes_no_single_node_can_hold_are_not_simulated() -> None:
         "(2: would cost more: no node saving 10% on $0.7960/h has room for the pods of 2 nodes "
         "(nor do 1))"
     )
+
+
+def one_cpu_pods(count: int) -> list[Pod]:
+    return [app_pod(f"p{i}", 1000) for i in range(count)]
+
+
+def test_whole_pods_the_staying_room_takes_are_not_priced() -> None:
+    """Five 1-CPU pods, a staying node with room for two whole ones: three are priced, each at
+    a t.large's price for the two it holds."""
+    rooms = [room(2500, 4096)]
+    assert capacity_price_floor(one_cpu_pods(5), [TWO_BY_FOUR], rooms, 4) == pytest.approx(
+        3 * 0.20 / 2
+    )
+
+
+def test_one_whole_pod_left_over_is_priced() -> None:
+    """Three 1.2-CPU pods, room for two: the third needs a t.large of its own ($0.20/h), more
+    than its 1,200m priced per millicore ($0.12/h)."""
+    pods = [app_pod(f"p{i}", 1200) for i in range(3)]
+    rooms = [room(2400, 4096)]
+    assert capacity_price_floor(pods, [TWO_BY_FOUR], rooms, 4) == pytest.approx(0.20)
+
+
+def test_pods_of_one_shape_the_staying_room_holds_need_nothing_launchable() -> None:
+    assert capacity_price_floor(one_cpu_pods(2), [], [room(2000, 4096)], 4) == 0.0
+
+
+def test_a_types_pod_limit_caps_the_whole_pods_it_holds() -> None:
+    """Eight CPUs but room for two pods (maxPods): two 1-CPU pods a node, not eight."""
+    capped = instance_type("capped.2xlarge", 8.0, 32.0, 0.40, pods=2)
+    assert capacity_price_floor(one_cpu_pods(4), [capped], [], 4) == pytest.approx(0.80)
+
+
+def test_a_staying_node_without_the_pods_extended_resource_takes_none_of_them() -> None:
+    """GPU pods: the staying node has cpu and memory to spare but no GPU, so both are priced."""
+    gpu_pods = [
+        Pod(f"g{i}", containers=(Resources(500, 512 * MIB, extended=(("nvidia.com/gpu", 1),)),))
+        for i in range(2)
+    ]
+    gpu_type = instance_type("g4dn.xlarge", 4.0, 16.0, 0.526, gpus=1)
+    floor = capacity_price_floor(gpu_pods, [gpu_type], [room(8000, 32768)], 4)
+    assert floor == pytest.approx(2 * 0.526)
+
+
+def test_a_memory_shortfall_counts_when_cpu_has_room() -> None:
+    """The staying room has all the cpu but no memory: memory is still priced."""
+    rooms = [room(4000, 0)]
+    floor = capacity_price_floor(mixed_cpu_pods(), [TWO_BY_FOUR], rooms, 4)
+    assert floor == pytest.approx(1024 * PER_MIB)
+
+
+def test_types_without_offerings_or_without_the_resource_are_not_priced() -> None:
+    """A type the NodePools may no longer launch (no offerings) and one with no memory to give
+    set no price; a type with a single millicore still counts, however small."""
+    gone = dataclasses.replace(TWO_BY_FOUR, name="gone", offerings=())
+    no_memory = instance_type("cpu.only", 64.0, 0.0, 0.01)
+    floor = capacity_price_floor(mixed_cpu_pods(), [gone, no_memory, TWO_BY_FOUR], [], 4)
+    assert floor == pytest.approx(max(1500 * 0.01 / 64000, 1024 * PER_MIB))
+    tiny = instance_type("tiny", 0.001, 4.0, 0.20)
+    assert capacity_price_floor(mixed_cpu_pods(), [tiny], [], 2000) == pytest.approx(1500 * 0.20)
+
+
+def test_a_shortfall_the_allowed_nodes_hold_exactly_is_priced_not_refused() -> None:
+    """1,500m short with at most one new node of 1,500m: it fits exactly, so the floor is
+    finite."""
+    exact = instance_type("exact", 1.5, 4.0, 0.15)
+    assert capacity_price_floor(mixed_cpu_pods(), [exact], [], 1) == pytest.approx(0.15)
