@@ -202,3 +202,12 @@ def test_a_shortfall_the_allowed_nodes_hold_exactly_is_priced_not_refused() -> N
     finite."""
     exact = instance_type("exact", 1.5, 4.0, 0.15)
     assert capacity_price_floor(mixed_cpu_pods(), [exact], [], 1) == pytest.approx(0.15)
+
+
+def test_a_type_too_small_for_one_pod_is_left_out_of_the_whole_pods_floor() -> None:
+    """A 1.9-CPU type holds no whole 2-CPU pod, however cheap: the 4-CPU type prices the two
+    pods, two to a node."""
+    small = instance_type("small", 1.9, 4.0, 0.01)
+    big = instance_type("big", 4.0, 16.0, 0.40)
+    pods = [app_pod(f"p{i}", 2000) for i in range(2)]
+    assert capacity_price_floor(pods, [small, big], [], 4) == pytest.approx(0.40)

@@ -48,6 +48,15 @@ def test_a_bad_budget_duration_names_the_budget_field() -> None:
     )
 
 
+def test_a_bad_duration_that_may_be_never_says_so() -> None:
+    """consolidateAfter takes Never too, and its error offers it."""
+    with pytest.raises(DisruptionSettingsError) as raised:
+        DisruptionSettings.from_spec("p", {"disruption": {"consolidateAfter": "soon"}})
+    assert str(raised.value) == (
+        "NodePool p: spec.disruption.consolidateAfter: 'soon' is not a duration like 1h30m or Never"
+    )
+
+
 def test_a_budget_duration_cannot_be_never() -> None:
     """A scheduled budget is active for a finite window: Never is not a duration there."""
     assert error({"nodes": "1", "schedule": "@daily", "duration": "Never"}) == (
