@@ -12,6 +12,15 @@ from scheduler_svc.core.disruption import (
     DisruptionReason,
     plan_disruption,
 )
+from scheduler_svc.core.requirements import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_KARPENTER_NODEPOOL,
+    LABEL_NODEPOOL,
+    LABEL_ZONE,
+    Operator,
+    Requirement,
+)
 from tests.scheduler_svc.core.builders import instance_type
 from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, snapshot
 from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
@@ -94,4 +103,19 @@ def test_several_nodes_that_save_too_little_are_refused_and_priced() -> None:
         "would cost more: no replacement saves 10% and $0.05/h on $0.1000/h; multi-node: "
         "merging the first 3, 2 candidates does not pay (3: would cost more: the cheapest 2 "
         "nodes for the pods cost $0.2700/h vs $0.3000/h (needs a saving of 10% and $0.05/h))"
+    )
+
+
+def test_a_narrowed_replacement_keeps_its_node_pool_and_launches_only_what_it_kept() -> None:
+    """With its on-demand fallback dropped, c5.xlarge's claim requires spot in its three zones,
+    and still names its NodePool."""
+    state = snapshot(three_nodes(0.20), [consolidating()], SEVERAL_CATALOG)
+    options = ConsolidationOptions(min_saving_per_hour=0.10)
+    (decision,) = plan_disruption(state, at(600), options).decisions
+    assert decision.replacements[0].requirements == (
+        Requirement(LABEL_NODEPOOL, Operator.IN, ("default",)),
+        Requirement(LABEL_KARPENTER_NODEPOOL, Operator.IN, ("default",)),
+        Requirement(LABEL_INSTANCE_TYPE, Operator.IN, ("c5.xlarge",)),
+        Requirement(LABEL_ZONE, Operator.IN, ("zone-a", "zone-b", "zone-c")),
+        Requirement(LABEL_CAPACITY_TYPE, Operator.IN, ("spot",)),
     )

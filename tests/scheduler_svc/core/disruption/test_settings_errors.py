@@ -1,0 +1,72 @@
+"""Every way a NodePool's disruption settings can be malformed is refused with the whole
+error a person reads: the NodePool, the field's path, the value and what it may be. And a
+static NodePool (``replicas``) is never consolidated, whatever its consolidateAfter says."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_svc.core.disruption import DisruptionSettings, DisruptionSettingsError
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param(
+            {"disruption": "often"},
+            "NodePool p: spec.disruption: expected an object",
+            id="disruption",
+        ),
+        pytest.param(
+            {"template": "t"}, "NodePool p: spec.template: expected an object", id="template"
+        ),
+        pytest.param(
+            {"template": {"spec": []}},
+            "NodePool p: spec.template.spec: expected an object",
+            id="template-spec",
+        ),
+        pytest.param(
+            {"disruption": {"consolidationPolicy": "Sometimes"}},
+            "NodePool p: spec.disruption.consolidationPolicy: 'Sometimes' is not one of "
+            "WhenEmpty, WhenEmptyOrUnderutilized, Balanced",
+            id="policy",
+        ),
+        pytest.param(
+            {"disruption": {"consolidationThreshold": 2}},
+            "NodePool p: spec.disruption.consolidationThreshold: only allowed with "
+            "consolidationPolicy Balanced",
+            id="threshold-without-balanced",
+        ),
+        pytest.param(
+            {"template": {"spec": {"expireAfter": "soon"}}},
+            "NodePool p: spec.template.spec.expireAfter: 'soon' is not a duration like 1h30m "
+            "or Never",
+            id="expire-after",
+        ),
+        pytest.param(
+            {"disruption": {"budgets": {"nodes": "1"}}},
+            "NodePool p: spec.disruption.budgets: expected a list",
+            id="budgets",
+        ),
+        pytest.param(
+            {"disruption": {"rebalanceRecommendationPolicy": "Sometimes"}},
+            "NodePool p: spec.disruption.rebalanceRecommendationPolicy: 'Sometimes' is not one "
+            "of Ignore, Replace",
+            id="rebalance",
+        ),
+    ],
+)
+def test_a_malformed_setting_is_refused_with_its_whole_error(
+    spec: dict[str, object], message: str
+) -> None:
+    with pytest.raises(DisruptionSettingsError) as raised:
+        DisruptionSettings.from_spec("p", spec)
+    assert str(raised.value) == message
+
+
+def test_a_static_node_pool_is_never_consolidated() -> None:
+    """``replicas`` makes a NodePool static: its consolidateAfter is ignored (Never)."""
+    spec = {"replicas": 3, "disruption": {"consolidateAfter": "30s"}}
+    assert DisruptionSettings.from_spec("p", spec).consolidate_after_seconds is None
+    dynamic = {"disruption": {"consolidateAfter": "30s"}}
+    assert DisruptionSettings.from_spec("p", dynamic).consolidate_after_seconds == 30.0
