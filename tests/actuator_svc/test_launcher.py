@@ -426,3 +426,32 @@ async def test_a_launcher_given_no_metrics_keeps_its_own() -> None:
     )
     result = await launcher.launch(request("plain-1", od("m5.large")))
     assert result.offering == od("m5.large")
+
+
+async def test_a_fresh_launch_answers_as_the_cloud_later_shows_the_instance() -> None:
+    """launch() answers from CreateFleet's reply, before DescribeInstances shows the instance:
+    type, zone, capacity type, tags and network are what the cloud shows later, the state is
+    pending, and an arm64 type runs the arm64 image of the alias."""
+    cloud = make_cloud()
+    arm = {**SHAPE, "ProcessorInfo": {"SupportedArchitectures": ["arm64"]}}
+    cloud.instance_types["m6g.large"] = {"InstanceType": "m6g.large", **arm}
+    cloud.zones["m6g.large"] = ZONES
+    cloud.od_prices["m6g.large"] = 0.077
+    cloud.images.append(
+        FakeImage("ami-arm", "amazon-eks-node-al2023-arm64-standard-1.32", "arm64", "2026")
+    )
+    launcher, _ = make_launcher(cloud, Clock())
+    fresh = await launcher.launch(request("fresh-1", od("m6g.large", "us-east-1b")))
+    shown = await launcher.existing("fresh-1")
+    assert shown is not None
+    assert fresh.instance.state == "pending"
+    assert fresh.instance.image_id == "ami-arm"
+    assert fresh.instance.tags[NODECLAIM_TAG] == "fresh-1"
+    assert replace(fresh.instance, state="", image_id="", launch_time=None) == replace(
+        shown, state="", image_id="", launch_time=None
+    )
+    assert (fresh.instance.instance_type, fresh.instance.zone, fresh.instance.capacity_type) == (
+        "m6g.large",
+        "us-east-1b",
+        "on-demand",
+    )

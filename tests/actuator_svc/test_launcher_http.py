@@ -300,3 +300,6 @@ async def test_a_repeat_of_a_reserved_launch_reports_its_reservation(
     assert again.instance.id == first.instance.id
     assert again.offering == first.offering == reserved
     assert again.price_per_hour == first.price_per_hour
+    for result in (first, again):
+        assert result.instance.capacity_reservation_id == reservation.id
+        assert result.instance.capacity_reservation_type == "default"
