@@ -877,10 +877,11 @@ def _replace_by_several(
 
 
 def _one_cheaper_node_has_room(state: _Pass, nodes: Sequence[Candidate], old_price: float) -> bool:
-    """Whether any instance type saving enough on ``old_price`` has room for all of ``nodes``'
-    pods at once (necessary for a one-node replacement)."""
+    """Whether any instance type a NodePool may launch, saving enough on ``old_price``, has
+    room for all of ``nodes``' pods at once (necessary for a one-node replacement; the price
+    floor of fewer nodes, over the same types, is then never above that type's price)."""
     pods = [p.pod for c in nodes for p in c.reschedulable_pods()]
-    cheaper = _cheaper_types(state.snapshot.instance_types, old_price, state.options)
+    cheaper = _cheaper_types(state.admitted_types(), old_price, state.options)
     return bool(types_holding(pods, cheaper))
 
 

@@ -11,7 +11,11 @@ import pytest
 
 from scheduler_svc.core import NodePool, Pod, Resources
 from scheduler_svc.core.disruption import CandidatePod, plan_disruption
-from scheduler_svc.core.disruption.multi_node import admitted_types, capacity_price_floor
+from scheduler_svc.core.disruption.multi_node import (
+    admitted_types,
+    capacity_price_floor,
+    types_holding,
+)
 from scheduler_svc.core.requirements import LABEL_ZONE, Operator, Requirement
 from tests.scheduler_svc.core.builders import GIB, MIB, instance_type
 from tests.scheduler_svc.core.disruption.builders import (
@@ -211,3 +215,29 @@ def test_a_type_too_small_for_one_pod_is_left_out_of_the_whole_pods_floor() -> N
     big = instance_type("big", 4.0, 16.0, 0.40)
     pods = [app_pod(f"p{i}", 2000) for i in range(2)]
     assert capacity_price_floor(pods, [small, big], [], 4) == pytest.approx(0.40)
+
+
+def test_a_type_holds_pods_that_fill_it_exactly_but_not_a_resource_it_lacks() -> None:
+    """types_holding: 2,000m on a 2-CPU type fits (to the millicore); a GPU pod fits only the
+    type with a GPU."""
+    exact = [app_pod("a", 1000), app_pod("b", 1000)]
+    assert types_holding(exact, [TWO_BY_FOUR]) == (TWO_BY_FOUR,)
+    gpu_pod = Pod("g", containers=(Resources(500, 512 * MIB, extended=(("nvidia.com/gpu", 1),)),))
+    gpu_type = instance_type("g4dn.xlarge", 4.0, 16.0, 0.526, gpus=1)
+    assert types_holding([gpu_pod], [TWO_BY_FOUR, gpu_type]) == (gpu_type,)
+
+
+def test_a_merge_refused_on_its_floor_states_the_floor() -> None:
+    """Three c4.large of one 1-CPU pod ($0.30/h) and one cheaper type, x.large, holding two
+    such pods for $0.19/h: no cheaper node holds all three, and two x.large would cost at least
+    $0.285/h, short of a 10 % saving. Refused unsimulated, the floor stated."""
+    x_large = instance_type("x.large", 2.0, 8.0, 0.19)
+    nodes = [
+        candidate(f"n{i}", "c4.large", (CandidatePod(app_pod(f"p{i}", 1000)),)) for i in range(3)
+    ]
+    plan = plan_disruption(snapshot(nodes, [consolidating()], [x_large]), at(600))
+    assert plan.decisions == ()
+    assert {b.node: b.message for b in plan.blocked}["n0"].endswith(
+        "(3: would cost more: no node saving 10% on $0.3000/h has room for the pods of 3 nodes "
+        "(fewer would cost at least $0.2850/h))"
+    )

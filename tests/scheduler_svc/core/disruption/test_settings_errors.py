@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_svc.core.disruption import DisruptionSettings, DisruptionSettingsError
+from scheduler_svc.core.disruption import (
+    Budget,
+    DisruptionReason,
+    DisruptionSettings,
+    DisruptionSettingsError,
+)
 
 
 @pytest.mark.parametrize(
@@ -70,3 +75,22 @@ def test_a_static_node_pool_is_never_consolidated() -> None:
     assert DisruptionSettings.from_spec("p", spec).consolidate_after_seconds is None
     dynamic = {"disruption": {"consolidateAfter": "30s"}}
     assert DisruptionSettings.from_spec("p", dynamic).consolidate_after_seconds == 30.0
+
+
+def test_a_budget_with_both_nodes_and_percent_is_refused() -> None:
+    with pytest.raises(DisruptionSettingsError) as raised:
+        Budget(nodes=1, percent=10)
+    assert str(raised.value) == "budget: exactly one of nodes and percent is set"
+
+
+def test_a_percentage_budget_rounds_up_its_share() -> None:
+    """10 % of 1,010 nodes is 101 exactly; of 11, 1.1 rounds up to 2."""
+    assert Budget(percent=10).allowed(1010) == 101
+    assert Budget(percent=10).allowed(11) == 2
+
+
+def test_a_budget_names_each_of_its_reasons() -> None:
+    reasons = frozenset({DisruptionReason.EMPTY, DisruptionReason.DRIFTED})
+    assert Budget(nodes=1, percent=None, reasons=reasons).describe() == (
+        "nodes: 1 for Drifted, Empty"
+    )
