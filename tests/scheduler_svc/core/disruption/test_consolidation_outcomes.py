@@ -89,6 +89,14 @@ def test_a_saving_of_exactly_the_minimum_fraction_is_enough() -> None:
     )
 
 
+def test_a_saving_of_exactly_the_minimum_per_hour_is_enough() -> None:
+    """$2.00/h -> $1.50/h saves $0.50/h, exactly the minimum of $0.50/h asked: replaced."""
+    catalog = (instance_type("m.large", 2.5, 6.0, 1.50, zones=ZONE_A),)
+    options = ConsolidationOptions(min_saving_fraction=0.0, min_saving_per_hour=0.5)
+    (decision,) = decide([one_pod_node("n1", 2.00)], catalog, options).decisions
+    assert decision.new_price_per_hour == 1.50
+
+
 def test_an_equal_price_replacement_is_no_saving_even_with_zero_thresholds() -> None:
     """With no minimum saving at all, a replacement at the node's own price ($0.30/h) still
     saves nothing: the node stays."""

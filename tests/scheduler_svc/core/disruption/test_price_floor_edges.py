@@ -14,6 +14,8 @@ from scheduler_svc.core.disruption import CandidatePod, plan_disruption
 from scheduler_svc.core.disruption.multi_node import (
     admitted_types,
     capacity_price_floor,
+    could_fit,
+    free_room,
     types_holding,
 )
 from scheduler_svc.core.requirements import LABEL_ZONE, Operator, Requirement
@@ -241,3 +243,28 @@ def test_a_merge_refused_on_its_floor_states_the_floor() -> None:
         "(3: would cost more: no node saving 10% on $0.3000/h has room for the pods of 3 nodes "
         "(fewer would cost at least $0.2850/h))"
     )
+
+
+def test_a_full_resource_leaves_no_room_and_an_unused_one_all_of_it() -> None:
+    """free_room: a node whose pods take all its cpu has 0 cpu left (not 1), and its GPU,
+    which no pod asks for, is wholly free."""
+    node = candidate(
+        "full",
+        "c4.large",
+        (CandidatePod(app_pod("p", 1930)),),
+    ).to_node()
+    gpu_node = dataclasses.replace(
+        node, allocatable=dataclasses.replace(node.allocatable, extended=(("nvidia.com/gpu", 1),))
+    )
+    left = free_room(gpu_node)
+    assert left["cpu"] == 0
+    assert left["nvidia.com/gpu"] == 1
+
+
+def test_the_staying_room_takes_pods_that_fill_it_exactly_but_not_a_resource_it_lacks() -> None:
+    """could_fit sums the staying rooms: 1,000m + 500m take 1,500m exactly; a GPU pod needs a
+    room with a GPU, whatever cpu is free."""
+    assert could_fit(mixed_cpu_pods(), [room(1000, 512), room(500, 512)])
+    assert not could_fit(mixed_cpu_pods(), [room(1000, 512), room(499, 512)])
+    gpu_pod = Pod("g", containers=(Resources(500, 512 * MIB, extended=(("nvidia.com/gpu", 1),)),))
+    assert not could_fit([gpu_pod], [room(8000, 32768)])
