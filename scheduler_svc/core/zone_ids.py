@@ -12,8 +12,9 @@ offering, topology and pricing steps, which know zones, need no second offering 
 * a spread or pod (anti-)affinity term over the id is one over the zone (only when the catalog
   knows ids: otherwise nothing carries the label, and the term stays as written).
 
-The zone ids come from the catalog's offerings (``Offering.zone_id``); a zone without one
-matches no ``In`` on the id, as a node without the label would.
+The zone ids come from the catalog's offerings (``Offering.zone_id``) and from the nodes that
+carry both labels; a zone without one matches no ``In`` on the id, as a node without the label
+would.
 """
 
 from __future__ import annotations
@@ -56,8 +57,19 @@ def with_offering_zone_ids(
 
 
 def zone_ids(problem: SchedulingInput) -> dict[str, str]:
-    """Zone -> zone id, from the catalog's offerings."""
-    return {o.zone: o.zone_id for t in problem.instance_types for o in t.offerings if o.zone_id}
+    """Zone -> zone id, from the labels of the nodes that carry both and from the catalog's
+    offerings (the catalog wins). The nodes matter when there is no catalog: a consolidation's
+    delete simulation may only move pods onto existing nodes, and a pod selecting a zone id
+    must still find the nodes of that zone."""
+    ids = {
+        zone: zone_id
+        for node in problem.nodes
+        if (zone := node.labels.get(LABEL_ZONE)) and (zone_id := node.labels.get(LABEL_ZONE_ID))
+    }
+    ids.update(
+        {o.zone: o.zone_id for t in problem.instance_types for o in t.offerings if o.zone_id}
+    )
+    return ids
 
 
 def as_zone_requirement(

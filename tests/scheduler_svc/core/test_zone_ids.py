@@ -12,11 +12,16 @@ from dataclasses import replace
 from scheduler_svc.core import (
     InstanceType,
     LabelSelector,
+    Node,
     NodePool,
     Operator,
     Requirement,
+    Resources,
+    SchedulingInput,
     TopologySpreadConstraint,
 )
+from scheduler_svc.core.requirements import LABEL_ZONE
+from scheduler_svc.core.zone_ids import zone_ids
 
 from .builders import instance_type, pod, run, zone_of
 
@@ -82,3 +87,19 @@ def test_a_zone_id_selector_matches_nothing_when_no_offering_carries_ids() -> No
     result = run([pinned], _types({}))
 
     assert [u.pod for u in result.unschedulable] == ["default/pinned"]
+
+
+def test_zone_ids_are_also_read_from_nodes_and_the_catalog_wins() -> None:
+    """A node labelled with its zone and zone id tells a problem without a catalog (a
+    consolidation's delete simulation) the ids of the zones it has nodes in; where a node and
+    the catalog disagree, the catalog's offering says it."""
+    room = Resources(2000, 8 << 30)
+    nodes = (
+        Node("d", {LABEL_ZONE: "zone-d", ZONE_ID: "use1-az9"}, allocatable=room),
+        Node("b", {LABEL_ZONE: "zone-b", ZONE_ID: "use1-az5"}, allocatable=room),
+        Node("no-id", {LABEL_ZONE: "zone-e"}, allocatable=room),
+    )
+    without_catalog = SchedulingInput(pods=(), nodepools=(), instance_types=(), nodes=nodes)
+    assert zone_ids(without_catalog) == {"zone-d": "use1-az9", "zone-b": "use1-az5"}
+    with_catalog = replace(without_catalog, instance_types=tuple(_types()))
+    assert zone_ids(with_catalog) == {**IDS, "zone-d": "use1-az9"}
