@@ -140,6 +140,8 @@ class _Pass:
         for node in nodes:
             wanted[node.nodepool] = wanted.get(node.nodepool, 0) + 1
         for nodepool, count in sorted(wanted.items()):
+            if self.snapshot.nodepool(nodepool) is None:
+                return f"NodePool {nodepool} not found"
             left, which = self.budget_left(nodepool, reason)
             if count > left:
                 return (
@@ -571,8 +573,7 @@ def _consolidate_in_waves(
         return _Outcome(None, straggler)
     pools = sorted({c.nodepool for c in now_going})
     budgets = "; ".join(
-        f"budget {state.budget_left(p, DisruptionReason.UNDERUTILIZED)[1]} of NodePool {p} "
-        f"lets {sum(1 for c in now_going if c.nodepool == p)} go now"
+        f"{_limit(state, p)} lets {sum(1 for c in now_going if c.nodepool == p)} go now"
         for p in pools
     )
     cheapest = min(deferred, key=lambda c: c.price_per_hour)
@@ -595,6 +596,12 @@ def _consolidate_in_waves(
             message=f"{decision.message}; {note}",
         )
     )
+
+
+def _limit(state: _Pass, nodepool: str) -> str:
+    """What limits ``nodepool``'s Underutilized disruptions now, as a wave's note names it."""
+    which = state.budget_left(nodepool, DisruptionReason.UNDERUTILIZED)[1]
+    return f"budget {which} of NodePool {nodepool}" if which else f"NodePool {nodepool} (no budget)"
 
 
 def _first_wave(
