@@ -10,6 +10,7 @@ from scheduler_svc.core import InstanceType, NodePool, Pod, Resources
 from scheduler_svc.core.disruption import (
     Candidate,
     CandidatePod,
+    DisruptionPlan,
     DisruptionSettings,
     DisruptionSnapshot,
     NodePoolState,
@@ -110,4 +111,19 @@ def snapshot(
     )
 
 
-__all__ = ["GIB", "T0", "app_pod", "at", "candidate", "pods", "pool", "snapshot"]
+def blocked_messages(plan: DisruptionPlan) -> dict[str, str]:
+    """Each blocked node's message (what its Event says), by node name."""
+    return {b.node: b.message for b in plan.blocked}
+
+
+__all__ = [
+    "GIB",
+    "T0",
+    "app_pod",
+    "at",
+    "blocked_messages",
+    "candidate",
+    "pods",
+    "pool",
+    "snapshot",
+]

@@ -16,7 +16,13 @@ from scheduler_svc.core.disruption import (
     plan_disruption,
 )
 from tests.scheduler_svc.core.builders import GIB, instance_type
-from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, snapshot
+from tests.scheduler_svc.core.disruption.builders import (
+    app_pod,
+    at,
+    blocked_messages,
+    candidate,
+    snapshot,
+)
 from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -35,10 +41,6 @@ def one_pod_node(
     """A c4.2xlarge ``name`` at ``price`` holding one ``cpu_millis`` pod named ``<name>-pod``."""
     pod = CandidatePod(app_pod(f"{name}-pod", cpu_millis))
     return candidate(name, "c4.2xlarge", (pod,), price=price, capacity_type=capacity_type)
-
-
-def blocked(plan: DisruptionPlan) -> dict[str, str]:
-    return {b.node: b.message for b in plan.blocked}
 
 
 def offerings(decision: DisruptionDecision) -> list[list[tuple[str, str, float]]]:
@@ -104,7 +106,7 @@ def test_an_equal_price_replacement_is_no_saving_even_with_zero_thresholds() -> 
     options = ConsolidationOptions(min_saving_fraction=0.0, min_saving_per_hour=0.0)
     plan = decide([one_pod_node("n1", 0.30)], catalog, options)
     assert plan.decisions == ()
-    assert blocked(plan)["n1"] == (
+    assert blocked_messages(plan)["n1"] == (
         "would cost more: no replacement saves 0% and $0.00/h on $0.3000/h"
     )
 
@@ -122,7 +124,7 @@ def test_a_spot_node_refused_for_too_few_spot_types_names_the_cheapest_replaceme
     )
     plan = decide([one_pod_node("n1", 0.40, capacity_type="spot")], catalog)
     assert plan.decisions == ()
-    assert blocked(plan)["n1"] == (
+    assert blocked_messages(plan)["n1"] == (
         "would cost more: cheapest replacement x1.large (spot) $0.0500/h vs $0.4000/h (needs a "
         "saving of 10% and $0.01/h; spot->spot needs 15 cheaper spot types)"
     )
@@ -134,7 +136,7 @@ def test_pods_no_cheaper_type_can_hold_are_refused_with_the_solver_reason() -> N
     catalog = (instance_type("c4.large", 1.93, 3.0, 0.10),)
     plan = decide([one_pod_node("n1", 0.398, cpu_millis=3000)], catalog)
     assert plan.decisions == ()
-    assert blocked(plan)["n1"] == (
+    assert blocked_messages(plan)["n1"] == (
         "no cheaper node holds the pods (would cost more: no replacement saves 10% and "
         "$0.01/h on $0.3980/h): no instance type has 3 cpu allocatable under NodePool default"
     )

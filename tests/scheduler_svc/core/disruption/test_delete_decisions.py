@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from scheduler_svc.core.disruption import CandidatePod, DisruptionReason, plan_disruption
 from tests.scheduler_svc.core.builders import instance_type
-from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, pods, snapshot
+from tests.scheduler_svc.core.disruption.builders import (
+    app_pod,
+    at,
+    blocked_messages,
+    candidate,
+    pods,
+    snapshot,
+)
 from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
 
@@ -34,7 +41,7 @@ def test_an_empty_node_going_in_the_same_pass_is_no_room_for_a_merge() -> None:
     ]
     plan = plan_disruption(snapshot([empty, *busy], [consolidating()], [x_large]), at(600))
     assert [(d.reason, d.nodes) for d in plan.decisions] == [(DisruptionReason.EMPTY, ("e",))]
-    assert {b.node: b.message for b in plan.blocked}["n0"].endswith(
+    assert blocked_messages(plan)["n0"].endswith(
         "(3: would cost more: no node saving 10% on $0.3000/h has room for the pods of 3 nodes "
         "(fewer would cost at least $0.2850/h))"
     )

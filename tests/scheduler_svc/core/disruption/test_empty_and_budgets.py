@@ -27,7 +27,8 @@ NO_EXPIRY: dict[str, Any] = {"expire_after_seconds": None}
 EMPTY_ONLY = frozenset({DisruptionReason.EMPTY})
 
 
-def blocked(plan: DisruptionPlan) -> dict[str, str]:
+def blocked_events(plan: DisruptionPlan) -> dict[str, str]:
+    """Each blocked node's Event, reason and message, by node name."""
     return {b.node: f"{b.event_reason}: {b.message}" for b in plan.blocked}
 
 
@@ -96,7 +97,7 @@ def test_a_do_not_disrupt_daemonset_pod_keeps_an_empty_node() -> None:
     node = candidate("n1", "c4.large", (guarded,), created=0)
     plan = plan_disruption(snapshot([node], [nodepool("default", 30.0)]), at(600))
     assert plan.decisions == ()
-    assert blocked(plan) == {"n1": "DisruptionBlocked: do-not-disrupt pod default/ds"}
+    assert blocked_events(plan) == {"n1": "DisruptionBlocked: do-not-disrupt pod default/ds"}
 
 
 def test_a_nominated_until_with_no_nominated_pods_does_not_keep_an_empty_node() -> None:
@@ -120,7 +121,7 @@ def test_of_two_budgets_allowing_as_few_the_first_is_named() -> None:
     node = candidate("n1", "c4.large", created=0)
     plan = plan_disruption(snapshot([node], [nodepool("default", 30.0, budgets=budgets)]), at(600))
     assert plan.decisions == ()
-    assert blocked(plan) == {
+    assert blocked_events(plan) == {
         "n1": "DisruptionBlocked: budget nodes: 0 of NodePool default allows 0 more Empty "
         "disruption(s) now"
     }
@@ -187,7 +188,7 @@ def test_a_pod_does_not_move_onto_a_candidate_whose_taint_it_does_not_tolerate()
     host = guarded_host("host", taints=(Taint("dedicated", TaintEffect.NO_SCHEDULE, "db"),))
     plan = plan_disruption(snapshot([small, host], [consolidating()]), at(600))
     assert plan.decisions == ()
-    assert blocked(plan) == {
+    assert blocked_events(plan) == {
         "small": "Unconsolidatable: would cost more: no replacement saves 10% and $0.01/h on "
         "$0.1000/h",
         "host": "DisruptionBlocked: do-not-disrupt pod default/host-keeper",

@@ -24,6 +24,7 @@ from tests.scheduler_svc.core.disruption.builders import (
     CATALOG,
     app_pod,
     at,
+    blocked_messages,
     candidate,
     snapshot,
 )
@@ -137,7 +138,7 @@ def test_two_full_nodes_no_single_node_can_hold_are_not_simulated() -> None:
     only_2xlarge = [t for t in CATALOG if t.name == "c4.2xlarge"]
     plan = plan_disruption(snapshot(full, [consolidating()], only_2xlarge), at(600))
     assert plan.decisions == ()
-    assert {b.node: b.message for b in plan.blocked}["n0"].endswith(
+    assert blocked_messages(plan)["n0"].endswith(
         "(2: would cost more: no node saving 10% on $0.7960/h has room for the pods of 2 nodes "
         "(nor do 1))"
     )
@@ -239,7 +240,7 @@ def test_a_merge_refused_on_its_floor_states_the_floor() -> None:
     ]
     plan = plan_disruption(snapshot(nodes, [consolidating()], [x_large]), at(600))
     assert plan.decisions == ()
-    assert {b.node: b.message for b in plan.blocked}["n0"].endswith(
+    assert blocked_messages(plan)["n0"].endswith(
         "(3: would cost more: no node saving 10% on $0.3000/h has room for the pods of 3 nodes "
         "(fewer would cost at least $0.2850/h))"
     )

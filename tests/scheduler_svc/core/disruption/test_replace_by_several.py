@@ -22,7 +22,13 @@ from scheduler_svc.core.requirements import (
     Requirement,
 )
 from tests.scheduler_svc.core.builders import instance_type
-from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, snapshot
+from tests.scheduler_svc.core.disruption.builders import (
+    app_pod,
+    at,
+    blocked_messages,
+    candidate,
+    snapshot,
+)
 from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
 # Two 1.5-CPU pods fit c5.xlarge, one fits c5.large, all three only c5.4xlarge.
@@ -99,7 +105,7 @@ def test_several_nodes_that_save_too_little_are_refused_and_priced() -> None:
     options = ConsolidationOptions(min_saving_per_hour=0.05)
     plan = plan_disruption(snapshot(three_nodes(), [consolidating()], catalog), at(600), options)
     assert plan.decisions == ()
-    assert {b.node: b.message for b in plan.blocked}["n0"] == (
+    assert blocked_messages(plan)["n0"] == (
         "would cost more: no replacement saves 10% and $0.05/h on $0.1000/h; multi-node: "
         "merging the first 3, 2 candidates does not pay (3: would cost more: the cheapest 2 "
         "nodes for the pods cost $0.2700/h vs $0.3000/h (needs a saving of 10% and $0.05/h))"

@@ -13,11 +13,19 @@ from scheduler_svc.core.disruption import (
     DisruptionReason,
     plan_disruption,
 )
-from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, pods, snapshot
+from tests.scheduler_svc.core.disruption.builders import (
+    app_pod,
+    at,
+    blocked_messages,
+    candidate,
+    pods,
+    snapshot,
+)
 from tests.scheduler_svc.core.disruption.test_multi_node import consolidating, one_cpu_nodes
 
 
-def budget_of(nodes: int) -> Budget:
+def at_most(nodes: int) -> Budget:
+    """A budget of ``nodes`` nodes at a time, for every reason."""
     return Budget(nodes=nodes, percent=None)
 
 
@@ -26,7 +34,7 @@ def test_a_node_past_the_budget_is_blocked_as_disruption_blocked() -> None:
     with the budget named."""
     state = snapshot(
         one_cpu_nodes(2),
-        [consolidating(budgets=(budget_of(1),))],
+        [consolidating(budgets=(at_most(1),))],
         disrupting=frozenset({"n0"}),
     )
     plan = plan_disruption(state, at(600))
@@ -41,7 +49,7 @@ def test_a_node_past_the_budget_is_blocked_as_disruption_blocked() -> None:
 
 def test_a_merge_as_large_as_the_budget_is_an_ordinary_merge() -> None:
     """Three c4.large -> one c4.xlarge under a budget of three: all three go now, no wave."""
-    state = snapshot(one_cpu_nodes(3), [consolidating(budgets=(budget_of(3),))])
+    state = snapshot(one_cpu_nodes(3), [consolidating(budgets=(at_most(3),))])
     (decision,) = plan_disruption(state, at(600)).decisions
     assert (decision.nodes, decision.deferred) == (("n0", "n1", "n2"), ())
 
@@ -59,11 +67,11 @@ def test_a_node_beyond_the_budget_hears_only_its_own_refusal() -> None:
     """Budget two, three nodes, too young for waves: the first two were tried as a merge and
     their messages say so; the third was not part of it and its message does not."""
     plan = plan_disruption(
-        snapshot(one_cpu_nodes(3), [consolidating(budgets=(budget_of(2),))]), at(100)
+        snapshot(one_cpu_nodes(3), [consolidating(budgets=(at_most(2),))]), at(100)
     )
     assert plan.decisions == ()
     alone = "would cost more: no replacement saves 10% and $0.01/h on $0.1000/h"
-    messages = {b.node: b.message for b in plan.blocked}
+    messages = blocked_messages(plan)
     assert messages["n2"] == alone
     assert messages["n0"].startswith(f"{alone}; multi-node: merging the first 2 candidates")
 
@@ -81,6 +89,6 @@ def test_a_deferred_node_goes_before_a_node_with_fewer_pods() -> None:
         room_held_for=frozenset({"default-big"}),
         room_held_until=at(900),
     )
-    state = snapshot([small, big, room], [consolidating(budgets=(budget_of(1),))])
+    state = snapshot([small, big, room], [consolidating(budgets=(at_most(1),))])
     (decision,) = plan_disruption(state, at(600)).decisions
     assert (decision.reason, decision.nodes) == (DisruptionReason.UNDERUTILIZED, ("big",))

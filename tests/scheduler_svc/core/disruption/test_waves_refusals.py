@@ -28,6 +28,7 @@ from tests.scheduler_svc.core.disruption.builders import (
     CATALOG,
     app_pod,
     at,
+    blocked_messages,
     candidate,
     pool,
     snapshot,
@@ -35,10 +36,6 @@ from tests.scheduler_svc.core.disruption.builders import (
 from tests.scheduler_svc.core.disruption.test_multi_node import consolidating, one_cpu_nodes
 
 UNDERUTILIZED_ONLY = frozenset({DisruptionReason.UNDERUTILIZED})
-
-
-def blocked_messages(plan: DisruptionPlan) -> dict[str, str]:
-    return {b.node: b.message for b in plan.blocked}
 
 
 def budget_of(nodes: int) -> NodePoolState:
