@@ -60,3 +60,13 @@ def test_the_plugin_is_loaded_by_pytests_addopts_not_mutmuts_arguments() -> None
         f"{repository['pytest']['ini_options']['addopts']} {ORDER_PLUGIN}"
     )
     assert generated["mutmut"]["pytest_add_cli_args"] == repository["mutmut"]["pytest_add_cli_args"]
+
+
+def test_a_target_may_allow_more_time_before_a_timeout() -> None:
+    """The launcher's tests start the emulator in-process: its mutants get 30 s more than the
+    recorded test time; the other targets keep pyproject.toml's constant."""
+    repository = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    launcher = tomllib.loads(_pyproject_for(TARGETS["launcher"]))["tool"]["mutmut"]
+    solver = tomllib.loads(_pyproject_for(TARGETS["solver"]))["tool"]["mutmut"]
+    assert launcher["timeout_constant"] == 30.0
+    assert solver["timeout_constant"] == repository["timeout_constant"]
