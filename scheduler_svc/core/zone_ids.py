@@ -9,8 +9,8 @@ offering, topology and pricing steps, which know zones, need no second offering 
 
 * a pod's, DaemonSet's or NodePool's requirement on the id becomes one on the zone (``In`` the
   zones whose id it admits; ``NotIn`` the others when a missing label satisfies it);
-* a spread or pod (anti-)affinity term over the id is one over the zone (only when the catalog
-  knows ids: otherwise nothing carries the label, and the term stays as written).
+* a spread or pod (anti-)affinity term over the id is one over the zone (only when some ids
+  are known: otherwise nothing carries the label, and the term stays as written).
 
 The zone ids come from the catalog's offerings (``Offering.zone_id``) and from the nodes that
 carry both labels; a zone without one matches no ``In`` on the id, as a node without the label
