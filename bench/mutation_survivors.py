@@ -57,22 +57,38 @@ def show(target: str, name: str) -> str:
     return "\n".join(line for line in shown.stdout.splitlines() if line[:1] in {"-", "+", "@"})
 
 
+def _run(mutants: Path, tests: list[str], mutant: str | None) -> subprocess.CompletedProcess[str]:
+    """``tests`` run in the ``mutants`` tree with ``mutant`` switched on (None: none is)."""
+    env = {k: v for k, v in os.environ.items() if k != "MUTANT_UNDER_TEST"}
+    if mutant is not None:
+        env["MUTANT_UNDER_TEST"] = mutant
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=mutants,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def check(target: str, tests: list[str], names: list[str]) -> None:
+    """Print whether ``tests`` kill each mutant of ``names``; exits first when they fail with
+    no mutant switched on (a helper they import newer than the tree's copy, say): every mutant
+    would look killed."""
     mutants = WORK / target / "mutants"
     for test in tests:
         copy = mutants / test
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / test, copy)
-    for name in names:
-        env = {**os.environ, "MUTANT_UNDER_TEST": name}
-        ran = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
-            cwd=mutants,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
+    baseline = _run(mutants, tests, None)
+    if baseline.returncode != 0:
+        sys.exit(
+            f"the tests fail in {mutants} with no mutant switched on, so they would kill every "
+            f"mutant (copy what they import there too):\n{baseline.stdout[-2000:]}"
         )
+    for name in names:
+        ran = _run(mutants, tests, name)
         print(f"{'killed' if ran.returncode != 0 else 'ALIVE '} {name}")
 
 
