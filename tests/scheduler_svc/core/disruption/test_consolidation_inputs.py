@@ -35,6 +35,7 @@ from scheduler_svc.core.disruption import (
     NodePoolState,
     plan_disruption,
 )
+from scheduler_svc.core.requirements import LABEL_HOSTNAME, LABEL_ZONE, LABEL_ZONE_ID
 from tests.scheduler_svc.core.builders import MIB, instance_type
 from tests.scheduler_svc.core.disruption.builders import (
     CATALOG,
@@ -46,9 +47,6 @@ from tests.scheduler_svc.core.disruption.builders import (
 )
 from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
-ZONE_ID = "topology.k8s.aws/zone-id"
 RACK = "example.com/rack"
 C4_LARGE = next(t for t in CATALOG if t.name == "c4.large")
 
@@ -77,7 +75,7 @@ def offered(decision: DisruptionDecision) -> list[list[tuple[str, str]]]:
 
 def other_node(name: str, *pods: Pod, **labels: str) -> Node:
     """A c4.large-sized node that is no candidate, in zone-a, with ``pods`` and ``labels``."""
-    node_labels = {HOSTNAME: name, ZONE: "zone-a", **labels}
+    node_labels = {LABEL_HOSTNAME: name, LABEL_ZONE: "zone-a", **labels}
     return Node(name, labels=node_labels, allocatable=C4_LARGE.allocatable, pods=pods)
 
 
@@ -205,7 +203,7 @@ def test_a_namespace_selector_reads_the_namespaces_labels(
     other node runs db-0 in namespace db: when db is labelled team=data, web-0 cannot move there
     and n1 is replaced by a cheaper node; labelled otherwise, n1 simply goes."""
     away_from_data = PodAffinityTerm(
-        HOSTNAME,
+        LABEL_HOSTNAME,
         LabelSelector.of({"app": "db"}),
         namespace_selector=LabelSelector.of({"team": "data"}),
     )
@@ -260,9 +258,9 @@ def test_a_pod_selecting_a_zone_id_fits_on_a_node_of_that_zone() -> None:
         )
         for t in CATALOG
     )
-    web = app_pod("web-0", node_selector={ZONE_ID: "use1-az1"})
+    web = app_pod("web-0", node_selector={LABEL_ZONE_ID: "use1-az1"})
     n1 = candidate("n1", "c4.xlarge", (CandidatePod(web),))
-    n1 = dataclasses.replace(n1, labels={**n1.labels, ZONE_ID: "use1-az1"})
-    b = other_node("b", app_pod("b-0"), **{ZONE_ID: "use1-az1"})
+    n1 = dataclasses.replace(n1, labels={**n1.labels, LABEL_ZONE_ID: "use1-az1"})
+    b = other_node("b", app_pod("b-0"), **{LABEL_ZONE_ID: "use1-az1"})
     state = snapshot([n1], [consolidating()], catalog, other_nodes=(b,))
     assert moves(plan_disruption(state, at(600))) == [(("n1",), N1_GOES)]

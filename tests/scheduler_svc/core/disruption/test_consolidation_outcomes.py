@@ -15,6 +15,7 @@ from scheduler_svc.core.disruption import (
     DisruptionReason,
     plan_disruption,
 )
+from scheduler_svc.core.requirements import LABEL_HOSTNAME
 from tests.scheduler_svc.core.builders import GIB, instance_type
 from tests.scheduler_svc.core.disruption.builders import (
     app_pod,
@@ -25,7 +26,6 @@ from tests.scheduler_svc.core.disruption.builders import (
 )
 from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
-HOSTNAME = "kubernetes.io/hostname"
 ZONE_A = ("zone-a",)
 
 # 2 CPUs for $0.30/h and 4 CPUs for $0.90/h, in one zone (one offering each).
@@ -164,7 +164,9 @@ def test_two_nodes_whose_pods_need_one_new_node_get_the_cheapest_one() -> None:
     not b.xlarge (the one type that could hold both pods)."""
     nodes = [one_pod_node("n0", 1.00), one_pod_node("n1", 1.00)]
     other = Node(
-        "static", labels={HOSTNAME: "static"}, allocatable=Resources(1600, 4 * GIB, 110, 20 * GIB)
+        "static",
+        labels={LABEL_HOSTNAME: "static"},
+        allocatable=Resources(1600, 4 * GIB, 110, 20 * GIB),
     )
     (decision,) = decide(nodes, SMALL_AND_BIG, other_nodes=(other,)).decisions
     assert decision.nodes == ("n0", "n1")
@@ -181,7 +183,7 @@ def test_three_nodes_merge_into_two_when_anti_affinity_rules_out_one() -> None:
     """Three $0.40/h nodes; two of the pods repel each other per host, so even types that
     could hold all three pods need two nodes: 3 -> 2 s.large ($0.60/h) is taken, and no
     one-node answer is named."""
-    repel = (PodAffinityTerm(HOSTNAME, LabelSelector.of({"app": "db"})),)
+    repel = (PodAffinityTerm(LABEL_HOSTNAME, LabelSelector.of({"app": "db"})),)
     members = [
         CandidatePod(app_pod("a", 500, labels={"app": "db"}, pod_anti_affinity=repel)),
         CandidatePod(app_pod("b", 500, labels={"app": "db"}, pod_anti_affinity=repel)),

@@ -19,6 +19,7 @@ from scheduler_svc.core.disruption import (
     NodePoolState,
     plan_disruption,
 )
+from scheduler_svc.core.requirements import LABEL_ZONE
 from tests.scheduler_svc.core.builders import priced_type
 from tests.scheduler_svc.core.disruption.builders import (
     T0,
@@ -119,7 +120,7 @@ def test_a_replacement_holding_room_is_blocked_as_disruption_blocked() -> None:
 def test_a_cheaper_type_not_offered_cheaply_in_the_pods_zone_holds_nothing() -> None:
     """The pod must stay in zone-b; r.large is cheap only in zone-a ($0.10/h) and dearer than
     the node in zone-b ($0.50/h): no cheaper node holds the pod, said as the solver says it."""
-    pinned = CandidatePod(app_pod("p", node_selector={"topology.kubernetes.io/zone": "zone-b"}))
+    pinned = CandidatePod(app_pod("p", node_selector={LABEL_ZONE: "zone-b"}))
     node = candidate("n", "c4.xlarge", (pinned,), price=0.40, zone="zone-b")
     catalog = [priced_type("r.large", ("zone-a", "on-demand", 0.10), ("zone-b", "on-demand", 0.50))]
     plan = plan_disruption(snapshot([node], [consolidating()], catalog), at(600))
