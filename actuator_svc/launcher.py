@@ -159,6 +159,19 @@ def _exhausted(
     )
 
 
+def _override_subnet_id(fleet: FleetRequest, key: OfferingKey) -> str:
+    """The subnet the call named for the offering's type and zone ("" if it named none)."""
+    return next(
+        (
+            o.subnet_id
+            for t in fleet.templates
+            for o in t.overrides
+            if o.instance_type == key.instance_type and o.zone == key.zone
+        ),
+        "",
+    )
+
+
 class Launcher:
     """Launches NodeClaims; see the module docstring for the guarantees."""
 
@@ -316,7 +329,9 @@ class Launcher:
             )
             attempts.append(LaunchAttempt(start, self._clock(), batch.offerings, errors))
             if result.instance_id is not None:
-                launched = await self._launched(result.instance_id, result, batch, resolved, tags)
+                launched = await self._launched(
+                    result.instance_id, result, fleet, batch=batch, resolved=resolved, tags=tags
+                )
                 self._metrics.launches.labels(
                     capacity_type=launched.offering.capacity_type, outcome="launched"
                 ).inc()
@@ -374,6 +389,8 @@ class Launcher:
         self,
         instance_id: str,
         result: FleetResult,
+        fleet: FleetRequest,
+        *,
         batch: FleetBatch,
         resolved: ResolvedNodeClass,
         tags: dict[str, str],
@@ -389,7 +406,6 @@ class Launcher:
             OfferingKey(result.instance_type, result.zone, batch.capacity_type),
         )
         arch = await self._catalog.architecture(key.instance_type) or "x86_64"
-        subnet = self._subnets.pick(resolved, key.zone)
         instance = Instance(
             id=instance_id,
             instance_type=key.instance_type,
@@ -400,8 +416,9 @@ class Launcher:
             launch_time=None,
             tags=tags,
             # What the call launched with: the override's subnet for the zone EC2 chose and
-            # the launch template's groups (the same DescribeInstances shows).
-            subnet_id=subnet.id if subnet else "",
+            # the launch template's groups (the same DescribeInstances shows). The subnet is
+            # read from the call, not picked again: the same answer may have found it full.
+            subnet_id=_override_subnet_id(fleet, key),
             security_group_ids=tuple(sorted(set(resolved.security_group_ids))),
             capacity_reservation_id=key.capacity_reservation_id,
             capacity_reservation_type=key.capacity_reservation_type,

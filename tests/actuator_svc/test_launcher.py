@@ -12,7 +12,7 @@ import pytest
 
 from actuator_svc.catalog import Catalog
 from actuator_svc.cloud.fake import FakeCloud, FakeImage, FakeSecurityGroup
-from actuator_svc.cloud.provider import FleetRequest, FleetResult, Instance, Subnet
+from actuator_svc.cloud.provider import FleetError, FleetRequest, FleetResult, Instance, Subnet
 from actuator_svc.core.node_class import (
     AL2023,
     CUSTOM,
@@ -28,7 +28,7 @@ from actuator_svc.core.unavailable_offerings import UnavailableOfferings
 from actuator_svc.core.user_data import ClusterEndpoint
 from actuator_svc.errors import CloudPermanentError, OfferingsExhaustedError
 from actuator_svc.launch_templates import LaunchTemplateCollector
-from actuator_svc.launcher import Launcher
+from actuator_svc.launcher import Launcher, OfferingFailure, StepMemory
 from actuator_svc.metrics import ActuatorMetrics
 from actuator_svc.node_class_resolver import NodeClassResolver
 
@@ -79,6 +79,7 @@ def make_launcher(
     clock: Clock,
     templates: LaunchTemplateCollector | None = None,
     lookup_seconds: float = 0.0,  # the fake shows an instance at once
+    metrics: ActuatorMetrics | None = None,
 ) -> tuple[Launcher, UnavailableOfferings]:
     unavailable = UnavailableOfferings()
     catalog = Catalog(cloud, region="us-east-1", unavailable=unavailable, clock=clock)
@@ -89,7 +90,7 @@ def make_launcher(
         unavailable=unavailable,
         cluster=ClusterEndpoint(name="demo"),
         clock=clock,
-        metrics=ActuatorMetrics(),
+        metrics=metrics or ActuatorMetrics(),
         lookup_seconds=lookup_seconds,
         templates=templates,
     )
@@ -455,3 +456,108 @@ async def test_a_fresh_launch_answers_as_the_cloud_later_shows_the_instance() ->
         "us-east-1b",
         "on-demand",
     )
+
+
+def test_step_memory_remembers_the_highest_step_used() -> None:
+    """A claim's next step follows the highest step used, whichever order they were reported
+    in (another replica's later step may be learned first)."""
+    steps = StepMemory()
+    assert steps.next_step("a") == 0
+    steps.used("a", 0)
+    assert steps.next_step("a") == 1
+    steps.used("a", 5)
+    steps.used("a", 2)
+    assert steps.next_step("a") == 6
+
+
+def test_step_memory_forgets_the_least_recently_used_claim_first() -> None:
+    """At its bound the memory drops the claim used longest ago, not the one just used."""
+    steps = StepMemory(max_claims=2)
+    steps.used("a", 0)
+    steps.used("b", 0)
+    assert (steps.next_step("a"), steps.next_step("b")) == (1, 1)
+    steps.used("a", 1)  # a is now the most recent
+    steps.used("c", 0)
+    assert (steps.next_step("a"), steps.next_step("b"), steps.next_step("c")) == (2, 0, 1)
+
+
+async def test_a_step_answered_for_a_terminated_instance_launches_anew() -> None:
+    """A restarted launcher replays step 0 of a claim (no uid) whose instance EC2 still shows
+    as terminated: that answer is the claim's past, so the next step launches a new instance."""
+    cloud = make_cloud()
+    clock = Clock()
+    claim = request("gone-1", od("m5.large"))
+    old = await make_launcher(cloud, clock)[0].launch(claim)
+    cloud.instances[old.instance.id] = replace(old.instance, state="terminated")
+    new = await make_launcher(cloud, clock)[0].launch(claim)
+    assert new.instance.id != old.instance.id
+    assert cloud.instances[new.instance.id].state == "running"
+    assert len(cloud.fleet_requests) == 3  # the first launch, the replayed step, the new one
+
+
+async def test_full_subnets_and_capacity_errors_in_the_call_that_launched() -> None:
+    """One CreateFleet answer: two subnets out of addresses, one pool out of capacity, and an
+    instance in the last pool. Every error is on the attempt with EC2's message, each naming
+    only its own offering; the pool is cached and counted with its labels; and the instance
+    reports the subnet it was launched in, though the same answer found that subnet full."""
+    cloud = make_cloud()
+    full = (od("c5.large"), od("c5.large", "us-east-1b"))
+    for key in full:
+        cloud.set_capacity(key, available=False, code="InsufficientFreeAddressesInSubnet")
+    cloud.set_capacity(od("m5.large"), available=False)
+    clock = Clock()
+    metrics = ActuatorMetrics()
+    launcher, unavailable = make_launcher(cloud, clock, metrics=metrics)
+    offerings = (*full, od("m5.large"), od("m5.large", "us-east-1b"))
+    result = await launcher.launch(request("mixed-1", *offerings))
+    assert result.offering == od("m5.large", "us-east-1b")
+    assert len(cloud.fleet_requests) == 1
+    codes = ["InsufficientFreeAddressesInSubnet"] * 2 + ["InsufficientInstanceCapacity"]
+    assert list(result.attempts[0].errors) == [
+        OfferingFailure(key, code, f"no capacity: {key}")
+        for key, code in zip(offerings[:3], codes, strict=True)
+    ]
+    entry = unavailable.get(od("m5.large"), clock.now)
+    assert entry is not None
+    assert entry.reason == "InsufficientInstanceCapacity"
+    labels = {
+        "instance_type": "m5.large",
+        "zone": "us-east-1a",
+        "capacity_type": "on-demand",
+        "error_code": "InsufficientInstanceCapacity",
+    }
+    counted = metrics.registry.get_sample_value(
+        "daiku_actuator_unavailable_offering_errors_total", labels
+    )
+    assert counted == 1.0
+    assert result.instance.subnet_id == "subnet-us-east-1b"
+    assert cloud.instances[result.instance.id].subnet_id == "subnet-us-east-1b"
+
+
+class ForeignErrorCloud(NetworkCloud):
+    """A cloud whose first CreateFleet answer is an error naming a type the call did not send
+    (an answer pools cannot produce), then answers as the fake does."""
+
+    answered_foreign = False
+
+    async def create_fleet(self, request: FleetRequest) -> FleetResult:
+        if self.answered_foreign:
+            return await super().create_fleet(request)
+        self.answered_foreign = True
+        self.fleet_requests.append(request)
+        error = FleetError("x9.huge", "us-east-1a", "InvalidParameterValue", "x9.huge: unknown")
+        return FleetResult(None, "", "", (error,))
+
+
+async def test_an_error_naming_an_offering_not_sent_is_kept_on_the_attempt() -> None:
+    """An error naming no offering of the call stays on the attempt (with no offering, its code
+    and message), fails none of the call's offerings, and the next step launches them."""
+    cloud = make_network_cloud(ForeignErrorCloud)
+    launcher, unavailable = make_launcher(cloud, Clock())
+    result = await launcher.launch(request("foreign-1", od("m5.large")))
+    assert result.offering == od("m5.large")
+    assert [a.errors for a in result.attempts] == [
+        (OfferingFailure(None, "InvalidParameterValue", "x9.huge: unknown"),),
+        (),
+    ]
+    assert unavailable.active(Clock().now) == {}
