@@ -205,6 +205,12 @@ class Launcher:
             cloud, catalog=catalog, cluster=cluster, subnets=self._subnets, templates=templates
         )
 
+    @property
+    def launching(self) -> frozenset[str]:
+        """The claims with a launch running or waiting now: the launcher keeps no state for a
+        claim once its launches are over."""
+        return frozenset(self._locks)
+
     async def launch(self, request: LaunchRequest) -> LaunchResult:
         """Launch the claim, or return its instance if it has one.
 

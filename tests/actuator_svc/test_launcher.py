@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from actuator_svc.catalog import Catalog
 from actuator_svc.cloud.fake import FakeCloud, FakeImage, FakeSecurityGroup
@@ -23,12 +25,22 @@ from actuator_svc.core.node_class import (
     SubnetTerm,
 )
 from actuator_svc.core.offerings import OfferingKey
-from actuator_svc.core.tags import NODECLAIM_TAG
+from actuator_svc.core.tags import CLUSTER_TAG, NODECLAIM_TAG
 from actuator_svc.core.unavailable_offerings import UnavailableOfferings
 from actuator_svc.core.user_data import ClusterEndpoint
-from actuator_svc.errors import CloudPermanentError, OfferingsExhaustedError
+from actuator_svc.errors import (
+    CloudPermanentError,
+    CloudUnavailableError,
+    OfferingsExhaustedError,
+)
 from actuator_svc.launch_templates import LaunchTemplateCollector
-from actuator_svc.launcher import Launcher, OfferingFailure, StepMemory
+from actuator_svc.launcher import (
+    MAX_STEPS_PER_LAUNCH,
+    Launcher,
+    OfferingFailure,
+    StepMemory,
+    client_token,
+)
 from actuator_svc.metrics import ActuatorMetrics
 from actuator_svc.node_class_resolver import NodeClassResolver
 
@@ -489,7 +501,11 @@ async def test_a_step_answered_for_a_terminated_instance_launches_anew() -> None
     claim = request("gone-1", od("m5.large"))
     old = await make_launcher(cloud, clock)[0].launch(claim)
     cloud.instances[old.instance.id] = replace(old.instance, state="terminated")
-    new = await make_launcher(cloud, clock)[0].launch(claim)
+    with capture_logs() as logs:
+        new = await make_launcher(cloud, clock)[0].launch(claim)
+    assert [(e["event"], e["step"]) for e in logs if "step" in e] == [
+        ("launch_step_answered_for_a_gone_instance", 0)
+    ]
     assert new.instance.id != old.instance.id
     assert cloud.instances[new.instance.id].state == "running"
     assert len(cloud.fleet_requests) == 3  # the first launch, the replayed step, the new one
@@ -561,3 +577,226 @@ async def test_an_error_naming_an_offering_not_sent_is_kept_on_the_attempt() -> 
         (),
     ]
     assert unavailable.active(Clock().now) == {}
+
+
+def test_a_client_token_is_stable_across_versions() -> None:
+    """Replicas of two daiku versions (a rolling upgrade) must send one claim's step with one
+    token, so these values may never change: "daiku-" and the first 48 hex digits of the
+    SHA-256 of cluster/claim/step, or cluster/claim/uid/step with the claim object's uid
+    (values from `printf 'demo/web-1/0' | sha256sum`). A token fits EC2's 64 characters."""
+    assert client_token("demo", "web-1", 0) == (
+        "daiku-62327f9c0e27e0b4698c91f4b55413cefb95e0e9a2521c2c"
+    )
+    assert client_token("demo", "web-1", 0, "uid-1") == (
+        "daiku-ced6717c4a12bf30905576f2c3059eb292cefae4692b5d82"
+    )
+    assert len(client_token("c" * 100, "n" * 253, 99, "u" * 36)) <= 64
+
+
+def launches_counted(metrics: ActuatorMetrics, capacity_type: str, outcome: str) -> float | None:
+    return metrics.registry.get_sample_value(
+        "daiku_actuator_launches_total", {"capacity_type": capacity_type, "outcome": outcome}
+    )
+
+
+async def test_a_launch_logs_and_counts_its_outcome() -> None:
+    """A launch that tried twice logs the failed call's errors and one nodeclaim_launched line
+    with the claim, offering, price, attempts and latency (docs/actuator-api.md), and counts
+    one launch of its capacity type; an exhausted launch counts as exhausted."""
+    cloud = make_cloud()
+    cloud.set_capacity(spot("m5.large"), available=False)
+    metrics = ActuatorMetrics()
+    launcher, _ = make_launcher(cloud, Clock(), metrics=metrics)
+    with capture_logs() as logs:
+        await launcher.launch(request("logged-1", spot("m5.large"), od("c5.large")))
+    failed = [e for e in logs if e["event"] == "create_fleet_offerings_failed"]
+    assert [(e["nodeclaim"], e["errors"]) for e in failed] == [
+        ("logged-1", ["spot/m5.large/us-east-1a: InsufficientInstanceCapacity"])
+    ]
+    (line,) = [e for e in logs if e["event"] == "nodeclaim_launched"]
+    assert {k: v for k, v in line.items() if k != "latency_ms"} == {
+        "event": "nodeclaim_launched",
+        "log_level": "info",
+        "nodeclaim": "logged-1",
+        "nodepool": "default",
+        "instance_id": next(iter(cloud.instances)),
+        "instance_type": "c5.large",
+        "zone": "us-east-1a",
+        "capacity_type": "on-demand",
+        "price": 0.085,
+        "attempts": 2,
+    }
+    assert 0 < line["latency_ms"] < 60_000
+    assert launches_counted(metrics, "on-demand", "launched") == 1.0
+    with pytest.raises(OfferingsExhaustedError):
+        await launcher.launch(request("logged-2", spot("m5.large")))
+    assert launches_counted(metrics, "", "exhausted") == 1.0
+    assert launcher.launching == frozenset()
+
+
+async def test_a_repeat_launch_logs_that_the_claim_was_launched() -> None:
+    """A launch of a claim that has its instance makes no call and says so in the log."""
+    cloud = make_cloud()
+    launcher, _ = make_launcher(cloud, Clock())
+    first = await launcher.launch(request("repeat-1", od("m5.large")))
+    with capture_logs() as logs:
+        await launcher.launch(request("repeat-1", od("m5.large")))
+    assert [(e["event"], e["nodeclaim"], e["nodepool"], e["instance_id"]) for e in logs] == [
+        ("nodeclaim_already_launched", "repeat-1", "default", first.instance.id)
+    ]
+
+
+class GatedCloud(NetworkCloud):
+    """A cloud whose CreateFleet for a claim with a gate waits until the gate opens; `entered`
+    is set once that call is waiting."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gates: dict[str, asyncio.Event] = {}
+        self.entered: dict[str, asyncio.Event] = {}
+
+    def gate(self, nodeclaim_name: str) -> asyncio.Event:
+        self.entered[nodeclaim_name] = asyncio.Event()
+        return self.gates.setdefault(nodeclaim_name, asyncio.Event())
+
+    async def create_fleet(self, request: FleetRequest) -> FleetResult:
+        name = request.tags[NODECLAIM_TAG]
+        if name in self.gates:
+            self.entered[name].set()
+            await self.gates[name].wait()
+        return await super().create_fleet(request)
+
+
+async def test_launches_of_different_claims_do_not_wait_for_each_other() -> None:
+    """While one claim's CreateFleet hangs, another claim launches; the launcher keeps state
+    only for the claim still launching, and none once it is done."""
+    cloud = make_network_cloud(GatedCloud)
+    assert isinstance(cloud, GatedCloud)
+    gate = cloud.gate("slow-1")
+    launcher, _ = make_launcher(cloud, Clock())
+    slow = asyncio.create_task(launcher.launch(request("slow-1", od("m5.large"))))
+    await asyncio.wait_for(cloud.entered["slow-1"].wait(), 5)
+    fast = await asyncio.wait_for(launcher.launch(request("fast-1", od("c5.large"))), 5)
+    assert fast.offering == od("c5.large")
+    assert launcher.launching == {"slow-1"}
+    gate.set()
+    assert (await slow).offering == od("m5.large")
+    assert launcher.launching == frozenset()
+
+
+async def test_different_requests_for_one_claim_run_one_after_the_other() -> None:
+    """Two different requests for one claim at once are not shared: the second waits for the
+    first, then finds its instance (no call of its own, no attempts)."""
+    cloud = make_network_cloud()
+    launcher, _ = make_launcher(cloud, Clock())
+    first, second = await asyncio.gather(
+        launcher.launch(request("pair-1", od("m5.large"))),
+        launcher.launch(request("pair-1", od("c5.large"))),
+    )
+    assert len(cloud.fleet_requests) == 1
+    assert second.instance.id == first.instance.id
+    assert len(first.attempts) == 1
+    assert second.attempts == ()
+    assert launcher.launching == frozenset()
+
+
+async def test_two_clusters_launch_claims_of_one_name_apart() -> None:
+    """Claims of one name in two clusters of one account are two instances: the cluster is in
+    the ClientToken and in the look-up."""
+    cloud = make_cloud()
+    clock = Clock()
+    here, _ = make_launcher(cloud, clock)
+    there = Launcher(
+        cloud,
+        catalog=Catalog(cloud, region="us-east-1", unavailable=UnavailableOfferings(), clock=clock),
+        resolver=NodeClassResolver(cloud, clock=clock),
+        unavailable=UnavailableOfferings(),
+        cluster=ClusterEndpoint(name="other"),
+        clock=clock,
+        lookup_seconds=0.0,
+    )
+    mine = await here.launch(request("shared-1", od("m5.large")))
+    theirs = await there.launch(request("shared-1", od("m5.large")))
+    assert mine.instance.id != theirs.instance.id
+    assert [cloud.instances[r.instance.id].tags[CLUSTER_TAG] for r in (mine, theirs)] == [
+        "demo",
+        "other",
+    ]
+
+
+async def test_a_claim_with_two_instances_is_answered_with_the_oldest_shown() -> None:
+    """Should a claim have more than one instance, the oldest one EC2 shows is its instance;
+    one not shown with a launch time yet comes last."""
+    cloud = make_cloud()
+    launcher, _ = make_launcher(cloud, Clock())
+    launched = await launcher.launch(request("many-2", od("m5.large")))
+    base = cloud.instances.pop(launched.instance.id)
+    day = 86_400
+    times = {"i-newer": 3 * day, "i-unshown": None, "i-oldest": day}
+    for instance_id, seconds in times.items():
+        when = None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
+        cloud.instances[instance_id] = replace(base, id=instance_id, launch_time=when)
+    found = await launcher.existing("many-2")
+    assert found is not None
+    assert found.id == "i-oldest"
+
+
+class MismatchThenThrottleCloud(NetworkCloud):
+    """A cloud that throttles the call after one refused for a reused ClientToken."""
+
+    async def create_fleet(self, request: FleetRequest) -> FleetResult:
+        try:
+            return await super().create_fleet(request)
+        except CloudPermanentError:
+            throttled = CloudUnavailableError("CreateFleet", "RequestLimitExceeded", "slow down")
+            self.fail_next("create_fleet", throttled)
+            raise
+
+
+async def test_a_step_lost_to_another_replica_is_not_sent_again() -> None:
+    """A replica whose step 0 another replica decided (launching nothing) logs it, and when its
+    next step fails (throttled), its next launch of the claim starts after the lost step."""
+    cloud = make_network_cloud(MismatchThenThrottleCloud)
+    clock = Clock()
+    first, _ = make_launcher(cloud, clock)
+    second, second_cache = make_launcher(cloud, clock)
+    cloud.set_capacity(spot("c5.large"), available=False)
+    with pytest.raises(OfferingsExhaustedError):
+        await first.launch(request("lost-1", spot("c5.large")))
+    second_cache.mark(spot("c5.large"), "InsufficientInstanceCapacity", clock.now)
+    claim = request("lost-1", spot("c5.large"), spot("m5.large"))
+    with capture_logs() as logs, pytest.raises(CloudUnavailableError):
+        await second.launch(claim)
+    assert [(e["event"], e["step"]) for e in logs if "step" in e] == [
+        ("launch_step_taken_by_another_replica", 0)
+    ]
+    launched = await second.launch(claim)
+    assert launched.offering == spot("m5.large")
+    assert len(cloud.fleet_requests) == 3  # step 0 twice (the second refused), then step 1
+
+
+class GoneAnswerCloud(NetworkCloud):
+    """A cloud that answers every CreateFleet with an instance already terminated."""
+
+    async def create_fleet(self, request: FleetRequest) -> FleetResult:
+        self.fleet_requests.append(request)
+        return FleetResult("i-gone", "m5.large", "us-east-1a", ())
+
+
+async def test_a_launch_that_never_gets_a_live_answer_gives_up_after_its_steps() -> None:
+    """Answers only for a gone instance (no instance, no error for this life of the claim)
+    end, retryably, after MAX_STEPS_PER_LAUNCH calls, also for a claim whose steps began
+    later: the bound counts this launch's steps."""
+    cloud = make_network_cloud(GoneAnswerCloud)
+    base = make_cloud()
+    launched = await make_launcher(base, Clock())[0].launch(request("loop-0", od("m5.large")))
+    cloud.instances["i-gone"] = replace(launched.instance, id="i-gone", state="terminated")
+    launcher, _ = make_launcher(cloud, Clock())
+    for expected_calls in (MAX_STEPS_PER_LAUNCH, 2 * MAX_STEPS_PER_LAUNCH):
+        with pytest.raises(CloudUnavailableError) as info:
+            await launcher.launch(request("loop-1", od("m5.large")))
+        assert (info.value.operation, info.value.code) == ("CreateFleet", "TooManySteps")
+        assert str(info.value) == (
+            f"CreateFleet: TooManySteps: no launch after {MAX_STEPS_PER_LAUNCH} calls"
+        )
+        assert len(cloud.fleet_requests) == expected_calls
