@@ -228,10 +228,10 @@ class Launcher:
         return await asyncio.shield(task)
 
     def _finished(self, key: tuple[str, str], task: asyncio.Task[LaunchResult]) -> None:
+        # A failure every caller gave up on needs no retrieving here: asyncio.shield marks the
+        # inner task's exception retrieved when its outer future was cancelled.
         if self._in_flight.get(key) is task:
             del self._in_flight[key]
-        if not task.cancelled():
-            task.exception()  # retrieved here too: every caller may have given up
 
     async def _serialized(self, request: LaunchRequest) -> LaunchResult:
         name = request.nodeclaim_name

@@ -33,6 +33,7 @@ from actuator_svc.errors import (
     CloudUnavailableError,
     OfferingsExhaustedError,
 )
+from actuator_svc.fleet_requests import SkippedOffering
 from actuator_svc.launch_templates import LaunchTemplateCollector
 from actuator_svc.launcher import (
     MAX_STEPS_PER_LAUNCH,
@@ -548,6 +549,14 @@ async def test_full_subnets_and_capacity_errors_in_the_call_that_launched() -> N
     assert counted == 1.0
     assert result.instance.subnet_id == "subnet-us-east-1b"
     assert cloud.instances[result.instance.id].subnet_id == "subnet-us-east-1b"
+    # Both zones' only subnets are full for a while: their offerings are not sent meanwhile.
+    with pytest.raises(OfferingsExhaustedError) as info:
+        await launcher.launch(request("mixed-2", od("c5.large"), od("m5.large", "us-east-1b")))
+    assert list(info.value.skipped) == [
+        SkippedOffering(od("c5.large"), "InsufficientFreeAddressesInSubnet"),
+        SkippedOffering(od("m5.large", "us-east-1b"), "InsufficientFreeAddressesInSubnet"),
+    ]
+    assert len(cloud.fleet_requests) == 1
 
 
 class ForeignErrorCloud(NetworkCloud):
@@ -800,3 +809,23 @@ async def test_a_launch_that_never_gets_a_live_answer_gives_up_after_its_steps()
             f"CreateFleet: TooManySteps: no launch after {MAX_STEPS_PER_LAUNCH} calls"
         )
         assert len(cloud.fleet_requests) == expected_calls
+
+
+async def test_offerings_cached_as_unavailable_are_skipped_until_their_entry_ends() -> None:
+    """An offering cached as unavailable is not sent; when the rest fail the error lists it
+    with the cached reason and until when; once the entry ends it is sent again."""
+    cloud = make_cloud()
+    clock = Clock()
+    launcher, unavailable = make_launcher(cloud, clock)
+    entry = unavailable.mark(spot("c5.large"), "InsufficientInstanceCapacity", clock.now)
+    cloud.set_capacity(spot("m5.large"), available=False)
+    with pytest.raises(OfferingsExhaustedError) as info:
+        await launcher.launch(request("cached-1", spot("c5.large"), spot("m5.large")))
+    assert list(info.value.skipped) == [
+        SkippedOffering(spot("c5.large"), "InsufficientInstanceCapacity", entry.until_seconds)
+    ]
+    sent = [o.instance_type for r in cloud.fleet_requests for t in r.templates for o in t.overrides]
+    assert sent == ["m5.large"]
+    clock.now = entry.until_seconds
+    launched = await launcher.launch(request("cached-2", spot("c5.large"), spot("m5.large")))
+    assert launched.offering == spot("c5.large")
