@@ -92,6 +92,7 @@ TARGETS = {
             "tests/actuator_svc/test_launcher.py",
             "tests/actuator_svc/test_launcher_http.py",
         ],
+        timeout_constant=30.0,  # the launcher's HTTP tests start the emulator, as below
     ),
     "launcher": Target(
         ["actuator_svc/launcher.py"],

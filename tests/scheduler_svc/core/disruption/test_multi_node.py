@@ -128,6 +128,22 @@ def test_the_search_tries_the_sizes_the_binary_search_skips() -> None:
     )
 
 
+def test_the_binary_search_alone_finds_the_length_just_below_a_refused_one() -> None:
+    """With no scan, the binary search over 4 candidates refuses 3 and goes on to 2, the
+    length just below, where the merge pays."""
+    nodes = one_cpu_nodes(4)
+    tried: list[int] = []
+    merge = plan_disruption(snapshot(one_cpu_nodes(3), [consolidating()]), at(600)).decisions[0]
+
+    def attempt(prefix: Sequence[Candidate]) -> Outcome:
+        tried.append(len(prefix))
+        return Outcome(merge) if len(prefix) == 2 else Outcome(None, "does not pay")
+
+    found = search(nodes, attempt, max_candidates=100, max_scan=0)
+    assert found.decision is merge
+    assert tried == [3, 2]
+
+
 def test_types_holding_keeps_only_types_with_room_for_every_pod() -> None:
     catalog = snapshot([]).instance_types
     pods = [app_pod(f"p{i}", ONE_CPU) for i in range(3)]
