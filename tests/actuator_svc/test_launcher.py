@@ -525,11 +525,16 @@ async def test_full_subnets_and_capacity_errors_in_the_call_that_launched() -> N
     clock = Clock()
     metrics = ActuatorMetrics()
     launcher, unavailable = make_launcher(cloud, clock, metrics=metrics)
-    offerings = (*full, od("m5.large"), od("m5.large", "us-east-1b"))
+    # In this order the first override of the launched type is in the other zone.
+    offerings = (full[0], od("m5.large"), full[1], od("m5.large", "us-east-1b"))
     result = await launcher.launch(request("mixed-1", *offerings))
     assert result.offering == od("m5.large", "us-east-1b")
     assert len(cloud.fleet_requests) == 1
-    codes = ["InsufficientFreeAddressesInSubnet"] * 2 + ["InsufficientInstanceCapacity"]
+    codes = [
+        "InsufficientFreeAddressesInSubnet",
+        "InsufficientInstanceCapacity",
+        "InsufficientFreeAddressesInSubnet",
+    ]
     assert list(result.attempts[0].errors) == [
         OfferingFailure(key, code, f"no capacity: {key}")
         for key, code in zip(offerings[:3], codes, strict=True)
@@ -727,6 +732,7 @@ async def test_two_clusters_launch_claims_of_one_name_apart() -> None:
     mine = await here.launch(request("shared-1", od("m5.large")))
     theirs = await there.launch(request("shared-1", od("m5.large")))
     assert mine.instance.id != theirs.instance.id
+    assert len(cloud.fleet_requests) == 2  # one call each: no token of the other cluster's
     assert [cloud.instances[r.instance.id].tags[CLUSTER_TAG] for r in (mine, theirs)] == [
         "demo",
         "other",
