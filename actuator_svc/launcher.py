@@ -147,9 +147,11 @@ def _exhausted(
     permanent: Sequence[OfferingFailure],
     skipped: dict[OfferingKey, SkippedOffering],
 ) -> CloudPermanentError | OfferingsExhaustedError:
-    """Why nothing is left to try: a permanent error when no capacity error was among the
-    failures, else the exhausted offerings with every attempt and skipped offering."""
-    if permanent and not any(is_unavailable_offering(c) for c in failed.values()):
+    """Why nothing is left to try: a permanent error when every failure was permanent, else
+    the exhausted offerings with every attempt and skipped offering. A call that launched
+    nothing and named no error is no permanent failure: capacity may come back."""
+    retryable = (is_unavailable_offering(c) or c == NO_INSTANCE_LAUNCHED for c in failed.values())
+    if permanent and not any(retryable):
         first = permanent[0]
         return CloudPermanentError("CreateFleet", first.code, first.message)
     return OfferingsExhaustedError(

@@ -640,8 +640,14 @@ async def test_a_launch_logs_and_counts_its_outcome() -> None:
         "price": 0.085,
         "attempts": 2,
     }
+    assert isinstance(line["latency_ms"], float)  # milliseconds, to the microsecond
     assert 0 < line["latency_ms"] < 60_000
     assert launches_counted(metrics, "on-demand", "launched") == 1.0
+    for capacity_type in ("spot", "on-demand"):  # each CreateFleet call timed once
+        labels = {"capacity_type": capacity_type}
+        timed = "daiku_actuator_create_fleet_duration_seconds"
+        assert metrics.registry.get_sample_value(f"{timed}_count", labels) == 1.0
+        assert 0 < (metrics.registry.get_sample_value(f"{timed}_sum", labels) or 0) < 60
     with pytest.raises(OfferingsExhaustedError):
         await launcher.launch(request("logged-2", spot("m5.large")))
     assert launches_counted(metrics, "", "exhausted") == 1.0
@@ -835,3 +841,22 @@ async def test_offerings_cached_as_unavailable_are_skipped_until_their_entry_end
     clock.now = entry.until_seconds
     launched = await launcher.launch(request("cached-2", spot("c5.large"), spot("m5.large")))
     assert launched.offering == spot("c5.large")
+
+
+async def test_a_zone_whose_subnet_filled_up_during_the_launch_is_not_sent_again() -> None:
+    """The first call finds the zone's only subnet out of addresses: the later calls of the
+    same launch leave out every offering of that zone, which the error lists as skipped."""
+    cloud = make_cloud()
+    cloud.set_capacity(spot("c5.large"), available=False, code="InsufficientFreeAddressesInSubnet")
+    cloud.set_capacity(od("m5.large", "us-east-1b"), available=False)
+    launcher, _ = make_launcher(cloud, Clock())
+    with pytest.raises(OfferingsExhaustedError) as info:
+        await launcher.launch(
+            request("filling-1", spot("c5.large"), od("m5.large"), od("m5.large", "us-east-1b"))
+        )
+    assert list(info.value.skipped) == [
+        SkippedOffering(spot("c5.large"), "InsufficientFreeAddressesInSubnet"),
+        SkippedOffering(od("m5.large"), "InsufficientFreeAddressesInSubnet"),
+    ]
+    sent = [[o.zone for t in r.templates for o in t.overrides] for r in cloud.fleet_requests]
+    assert sent == [["us-east-1a"], ["us-east-1b"]]

@@ -50,6 +50,7 @@ class Rig:
     launcher: Launcher
     unavailable: UnavailableOfferings
     clock: ManualClock
+    catalog: Catalog
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -71,7 +72,7 @@ async def rig(emulator: Ec2Emulator) -> AsyncIterator[Rig]:
             clock=clock,
             metrics=ActuatorMetrics(),
         )
-        yield Rig(launcher, unavailable, clock)
+        yield Rig(launcher, unavailable, clock, catalog)
 
 
 @pytest.fixture(autouse=True)
@@ -140,13 +141,19 @@ async def test_a_capacity_type_wide_error_in_a_call_that_launched_rules_out_only
     rig: Rig, emulator: Ec2Emulator
 ) -> None:
     """The same code next to a spot instance launched in the same call is that pool's only:
-    the claim is spot, and the other spot offering is not cached."""
-    no_capacity(emulator, spot("m5.large"), "MaxSpotInstanceCountExceeded")
-    result = await rig.launcher.launch(
-        request("maxspot-2", spot("m5.large"), spot("c5.large", "us-east-1b"), od("m5.large"))
+    the claim is spot, and the other spot offering is not cached. (EC2 tries the cheaper spot
+    pool first, so that one fails.)"""
+    cheaper, dearer = sorted(
+        (spot("m5.large"), spot("c5.large", "us-east-1b")), key=rig.catalog.price
     )
-    assert result.offering == spot("c5.large", "us-east-1b")
-    assert rig.unavailable.get(spot("c5.large", "us-east-1b"), rig.clock.now) is None
+    no_capacity(emulator, cheaper, "MaxSpotInstanceCountExceeded")
+    result = await rig.launcher.launch(request("maxspot-2", cheaper, dearer, od("m5.large")))
+    assert result.offering == dearer
+    assert len(emulator.create_fleet_calls) == 1
+    assert [(e.offering, e.code) for e in result.attempts[0].errors] == [
+        (cheaper, "MaxSpotInstanceCountExceeded")
+    ]
+    assert rig.unavailable.get(dearer, rig.clock.now) is None
 
 
 async def test_an_exhausted_launch_names_the_failed_and_the_skipped_offerings(
@@ -212,6 +219,21 @@ async def test_an_error_naming_no_override_fails_the_whole_batch(
     }
     for key in spots:
         assert rig.unavailable.get(key, rig.clock.now) is not None
+
+
+async def test_an_empty_answer_among_permanent_errors_ends_exhausted_not_permanent(
+    rig: Rig, emulator: Ec2Emulator
+) -> None:
+    """A call that launched nothing and named no error may launch later: with it, a permanent
+    error of the other call does not fail the claim for good."""
+    emulator.inject_fleet_answer(kind="empty")
+    no_capacity(emulator, spot("m5.large"), "InvalidParameterValue")
+    with pytest.raises(OfferingsExhaustedError) as info:
+        await rig.launcher.launch(request("empty-3", od("m5.large"), spot("m5.large")))
+    assert [(e.offering, e.code) for a in info.value.attempts for e in a.errors] == [
+        (spot("m5.large"), "InvalidParameterValue")
+    ]
+    assert [c.injected_answer for c in emulator.create_fleet_calls] == ["empty", None]
 
 
 async def test_a_throttled_create_fleet_is_retried_and_launches(
