@@ -258,17 +258,24 @@ async def test_two_launchers_with_different_ice_caches_launch_one_instance() -> 
     assert {r.instance.id for r in results} == set(cloud.instances)
 
 
-async def test_a_step_another_replica_launched_nothing_in_moves_on() -> None:
-    """When the other replica's step got ICE for what it sent, this replica's different call
-    goes out as the next step and launches."""
-    cloud = make_cloud()
+async def replica_after_a_lost_step(cloud: FakeCloud, name: str) -> Launcher:
+    """One replica's step 0 of claim `name` (spot c5.large) got ICE; the other replica, whose
+    cache rules out c5.large, is returned: its own step 0 would differ."""
     clock = Clock()
     first, _ = make_launcher(cloud, clock)
     second, second_cache = make_launcher(cloud, clock)
     cloud.set_capacity(spot("c5.large"), available=False)
     with pytest.raises(OfferingsExhaustedError):
-        await first.launch(request("twin-2", spot("c5.large")))
+        await first.launch(request(name, spot("c5.large")))
     second_cache.mark(spot("c5.large"), "InsufficientInstanceCapacity", clock.now)
+    return second
+
+
+async def test_a_step_another_replica_launched_nothing_in_moves_on() -> None:
+    """When the other replica's step got ICE for what it sent, this replica's different call
+    goes out as the next step and launches."""
+    cloud = make_cloud()
+    second = await replica_after_a_lost_step(cloud, "twin-2")
     launched = await second.launch(request("twin-2", spot("c5.large"), spot("m5.large")))
     assert launched.offering == spot("m5.large")
     assert list(cloud.instances) == [launched.instance.id]
@@ -778,13 +785,7 @@ async def test_a_step_lost_to_another_replica_is_not_sent_again() -> None:
     """A replica whose step 0 another replica decided (launching nothing) logs it, and when its
     next step fails (throttled), its next launch of the claim starts after the lost step."""
     cloud = make_network_cloud(MismatchThenThrottleCloud)
-    clock = Clock()
-    first, _ = make_launcher(cloud, clock)
-    second, second_cache = make_launcher(cloud, clock)
-    cloud.set_capacity(spot("c5.large"), available=False)
-    with pytest.raises(OfferingsExhaustedError):
-        await first.launch(request("lost-1", spot("c5.large")))
-    second_cache.mark(spot("c5.large"), "InsufficientInstanceCapacity", clock.now)
+    second = await replica_after_a_lost_step(cloud, "lost-1")
     claim = request("lost-1", spot("c5.large"), spot("m5.large"))
     with capture_logs() as logs, pytest.raises(CloudUnavailableError):
         await second.launch(claim)
