@@ -810,9 +810,10 @@ async def test_a_launch_that_never_gets_a_live_answer_gives_up_after_its_steps()
     end, retryably, after MAX_STEPS_PER_LAUNCH calls, also for a claim whose steps began
     later: the bound counts this launch's steps."""
     cloud = make_network_cloud(GoneAnswerCloud)
-    base = make_cloud()
-    launched = await make_launcher(base, Clock())[0].launch(request("loop-0", od("m5.large")))
-    cloud.instances["i-gone"] = replace(launched.instance, id="i-gone", state="terminated")
+    tags = {CLUSTER_TAG: "demo", NODECLAIM_TAG: "loop-1"}
+    cloud.instances["i-gone"] = Instance(
+        "i-gone", "m5.large", "us-east-1a", "on-demand", "terminated", "", None, tags
+    )
     launcher, _ = make_launcher(cloud, Clock())
     for expected_calls in (MAX_STEPS_PER_LAUNCH, 2 * MAX_STEPS_PER_LAUNCH):
         with pytest.raises(CloudUnavailableError) as info:
