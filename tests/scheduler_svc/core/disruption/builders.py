@@ -10,6 +10,7 @@ from scheduler_svc.core import InstanceType, NodePool, Pod, Resources
 from scheduler_svc.core.disruption import (
     Candidate,
     CandidatePod,
+    ConsolidationPolicy,
     DisruptionPlan,
     DisruptionSettings,
     DisruptionSnapshot,
@@ -116,13 +117,39 @@ def blocked_messages(plan: DisruptionPlan) -> dict[str, str]:
     return {b.node: b.message for b in plan.blocked}
 
 
+ONE_CPU = 1000
+
+
+def consolidating(**settings: Any) -> NodePoolState:
+    """WhenEmptyOrUnderutilized after 30 s, no budget unless given (the default 10 % lets one
+    of three nodes go at a time)."""
+    options: dict[str, Any] = {"budgets": (), **settings}
+    return pool(
+        consolidation_policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
+        consolidate_after_seconds=30.0,
+        expire_after_seconds=None,
+        **options,
+    )
+
+
+def one_cpu_nodes(count: int) -> list[Candidate]:
+    """``count`` c4.large ($0.10/h) holding one 1-CPU pod each."""
+    return [
+        candidate(f"n{i}", "c4.large", (CandidatePod(app_pod(f"p{i}", ONE_CPU)),), created=0)
+        for i in range(count)
+    ]
+
+
 __all__ = [
     "GIB",
+    "ONE_CPU",
     "T0",
     "app_pod",
     "at",
     "blocked_messages",
     "candidate",
+    "consolidating",
+    "one_cpu_nodes",
     "pods",
     "pool",
     "snapshot",

@@ -42,10 +42,10 @@ from tests.scheduler_svc.core.disruption.builders import (
     app_pod,
     at,
     candidate,
+    consolidating,
     pool,
     snapshot,
 )
-from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
 RACK = "example.com/rack"
 C4_LARGE = next(t for t in CATALOG if t.name == "c4.large")

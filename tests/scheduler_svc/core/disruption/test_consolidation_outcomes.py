@@ -22,9 +22,9 @@ from tests.scheduler_svc.core.disruption.builders import (
     at,
     blocked_messages,
     candidate,
+    consolidating,
     snapshot,
 )
-from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
 ZONE_A = ("zone-a",)
 

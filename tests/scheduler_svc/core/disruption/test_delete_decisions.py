@@ -11,10 +11,10 @@ from tests.scheduler_svc.core.disruption.builders import (
     at,
     blocked_messages,
     candidate,
+    consolidating,
     pods,
     snapshot,
 )
-from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
 
 def test_a_two_node_delete_names_both_nodes_and_their_node_claims() -> None:

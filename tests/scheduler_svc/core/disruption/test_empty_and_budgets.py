@@ -20,8 +20,14 @@ from scheduler_svc.core.disruption import (
     validate,
 )
 from scheduler_svc.core.taints import Taint, TaintEffect
-from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, pool, snapshot
-from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
+from tests.scheduler_svc.core.disruption.builders import (
+    app_pod,
+    at,
+    candidate,
+    consolidating,
+    pool,
+    snapshot,
+)
 
 NO_EXPIRY: dict[str, Any] = {"expire_after_seconds": None}
 EMPTY_ONLY = frozenset({DisruptionReason.EMPTY})

@@ -27,11 +27,11 @@ from tests.scheduler_svc.core.disruption.builders import (
     at,
     blocked_messages,
     candidate,
+    consolidating,
     pods,
     pool,
     snapshot,
 )
-from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
 HOUR = 3600.0
 

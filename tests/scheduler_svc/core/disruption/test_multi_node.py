@@ -6,7 +6,6 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,7 +16,6 @@ from scheduler_svc.core.disruption import (
     Candidate,
     CandidatePod,
     ConsolidationOptions,
-    ConsolidationPolicy,
     DisruptionReason,
     DisruptionSettings,
     DisruptionSnapshot,
@@ -38,34 +36,14 @@ from scheduler_svc.core.model import NodePool
 from scheduler_svc.core.requirements import Operator, Requirement
 from tests.scheduler_svc.core.disruption.builders import (
     CATALOG,
+    ONE_CPU,
     app_pod,
     at,
     candidate,
-    pool,
+    consolidating,
+    one_cpu_nodes,
     snapshot,
 )
-
-ONE_CPU = 1000
-
-
-def consolidating(**settings: Any) -> NodePoolState:
-    """WhenEmptyOrUnderutilized after 30 s, no budget unless given (the default 10 % lets one
-    of three nodes go at a time)."""
-    options: dict[str, Any] = {"budgets": (), **settings}
-    return pool(
-        consolidation_policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED,
-        consolidate_after_seconds=30.0,
-        expire_after_seconds=None,
-        **options,
-    )
-
-
-def one_cpu_nodes(count: int) -> list[Candidate]:
-    """``count`` c4.large ($0.10/h) holding one 1-CPU pod each."""
-    return [
-        candidate(f"n{i}", "c4.large", (CandidatePod(app_pod(f"p{i}", ONE_CPU)),), created=0)
-        for i in range(count)
-    ]
 
 
 def test_three_one_cpu_nodes_merge_into_one_c4_xlarge() -> None:

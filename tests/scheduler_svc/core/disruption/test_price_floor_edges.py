@@ -26,9 +26,9 @@ from tests.scheduler_svc.core.disruption.builders import (
     at,
     blocked_messages,
     candidate,
+    consolidating,
     snapshot,
 )
-from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
 # 2 CPUs and 4 GiB for $0.20/h: $0.0001/h a millicore, $0.05/h a GiB.
 TWO_BY_FOUR = instance_type("t.large", 2.0, 4.0, 0.20)

@@ -27,9 +27,9 @@ from tests.scheduler_svc.core.disruption.builders import (
     at,
     blocked_messages,
     candidate,
+    consolidating,
     snapshot,
 )
-from tests.scheduler_svc.core.disruption.test_multi_node import consolidating
 
 # Two 1.5-CPU pods fit c5.xlarge, one fits c5.large, all three only c5.4xlarge.
 SEVERAL_CATALOG = (

@@ -18,10 +18,11 @@ from tests.scheduler_svc.core.disruption.builders import (
     at,
     blocked_messages,
     candidate,
+    consolidating,
+    one_cpu_nodes,
     pods,
     snapshot,
 )
-from tests.scheduler_svc.core.disruption.test_multi_node import consolidating, one_cpu_nodes
 
 
 def at_most(nodes: int) -> Budget:

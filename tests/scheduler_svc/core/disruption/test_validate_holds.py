@@ -17,9 +17,8 @@ from scheduler_svc.core.disruption import (
     validate,
 )
 from scheduler_svc.core.disruption.methods import room_held_message
-from tests.scheduler_svc.core.disruption.builders import at, candidate, snapshot
+from tests.scheduler_svc.core.disruption.builders import at, candidate, one_cpu_nodes, snapshot
 from tests.scheduler_svc.core.disruption.test_methods import consolidating
-from tests.scheduler_svc.core.disruption.test_multi_node import one_cpu_nodes
 from tests.scheduler_svc.core.disruption.test_validate import (
     DECIDED,
     LATER,

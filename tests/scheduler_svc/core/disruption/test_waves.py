@@ -25,13 +25,15 @@ from scheduler_svc.core.disruption import (
     validate,
 )
 from scheduler_svc.core.disruption.settings import Budget
-from tests.scheduler_svc.core.disruption.builders import app_pod, at, candidate, snapshot
-from tests.scheduler_svc.core.disruption.test_multi_node import (
-    LIVE_40,
-    _default_pool_cluster,
+from tests.scheduler_svc.core.disruption.builders import (
+    app_pod,
+    at,
+    candidate,
     consolidating,
     one_cpu_nodes,
+    snapshot,
 )
+from tests.scheduler_svc.core.disruption.test_multi_node import LIVE_40, _default_pool_cluster
 
 PLAN_40 = 0.2491  # what `daiku plan` buys for the 40 pods of LIVE_40 (USD/h)
 EVERY_OTHER = ["m1", "m2", "m3", "l0", "l1", "x0", "x1"]

@@ -30,10 +30,11 @@ from tests.scheduler_svc.core.disruption.builders import (
     at,
     blocked_messages,
     candidate,
+    consolidating,
+    one_cpu_nodes,
     pool,
     snapshot,
 )
-from tests.scheduler_svc.core.disruption.test_multi_node import consolidating, one_cpu_nodes
 
 UNDERUTILIZED_ONLY = frozenset({DisruptionReason.UNDERUTILIZED})
 
