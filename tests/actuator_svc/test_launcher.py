@@ -90,9 +90,11 @@ def make_cloud() -> FakeCloud:
 def make_launcher(
     cloud: FakeCloud,
     clock: Clock,
+    *,
     templates: LaunchTemplateCollector | None = None,
     lookup_seconds: float = 0.0,  # the fake shows an instance at once
     metrics: ActuatorMetrics | None = None,
+    cluster: str = "demo",
 ) -> tuple[Launcher, UnavailableOfferings]:
     unavailable = UnavailableOfferings()
     catalog = Catalog(cloud, region="us-east-1", unavailable=unavailable, clock=clock)
@@ -101,7 +103,7 @@ def make_launcher(
         catalog=catalog,
         resolver=NodeClassResolver(cloud, clock=clock),
         unavailable=unavailable,
-        cluster=ClusterEndpoint(name="demo"),
+        cluster=ClusterEndpoint(name=cluster),
         clock=clock,
         metrics=metrics or ActuatorMetrics(),
         lookup_seconds=lookup_seconds,
@@ -733,15 +735,7 @@ async def test_two_clusters_launch_claims_of_one_name_apart() -> None:
     cloud = make_cloud()
     clock = Clock()
     here, _ = make_launcher(cloud, clock)
-    there = Launcher(
-        cloud,
-        catalog=Catalog(cloud, region="us-east-1", unavailable=UnavailableOfferings(), clock=clock),
-        resolver=NodeClassResolver(cloud, clock=clock),
-        unavailable=UnavailableOfferings(),
-        cluster=ClusterEndpoint(name="other"),
-        clock=clock,
-        lookup_seconds=0.0,
-    )
+    there, _ = make_launcher(cloud, clock, cluster="other")
     mine = await here.launch(request("shared-1", od("m5.large")))
     theirs = await there.launch(request("shared-1", od("m5.large")))
     assert mine.instance.id != theirs.instance.id
